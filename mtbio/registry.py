@@ -1,0 +1,46 @@
+"""A small name → implementation registry (readers, heads, metrics, samplers).
+
+    READERS = Registry("reader")
+
+    @READERS.register("conll")
+    def read_conll(...): ...
+
+    READERS.get("conll")  # clear error for an unknown name, listing the known ones
+"""
+from __future__ import annotations
+
+from typing import Callable, Generic, TypeVar
+
+from mtbio.errors import MtbioError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps names to implementations; refuses duplicates and explains unknown names."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorator(item: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.kind} '{name}' is registered twice")
+            self._items[name] = item
+            return item
+
+        return decorator
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(sorted(self._items)) or "none"
+            raise MtbioError(f"unknown {self.kind} '{name}' (known: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def names(self) -> list[str]:
+        return sorted(self._items)

@@ -1,0 +1,242 @@
+"""Loading task definitions from YAML, finding them by name or domain, and checking them.
+
+YAML is parsed strictly: duplicate keys are errors (PyYAML silently keeps the last one),
+unknown fields and wrong types are errors, and every message names the file, the task and
+the field.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import ValidationError
+
+from mtbio.errors import MissingDataError, MtbioError, TaskDefinitionError
+from mtbio.tasks.schema import TaskDef, describe_type_error
+
+BUILTIN_TASK_DEFS = Path(__file__).resolve().parents[2] / "task_defs"
+DOMAINS_FILE = "domains.yml"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys, naming the line."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}' (first at line {seen[key]})", key_node.start_mark
+            )
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file strictly; raise TaskDefinitionError naming the file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskDefinitionError(path, None, None, f"cannot read: {exc}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        task = _guess_task_name(text)
+        raise TaskDefinitionError(path, task, None, f"{where}{problem}") from None
+
+
+def _guess_task_name(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("name:"):
+            return line.split(":", 1)[1].strip().strip("'\"") or None
+    return None
+
+
+def load_task_def(path: Path | str) -> TaskDef:
+    """Load one task definition; all schema problems are reported at once, one per line."""
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise TaskDefinitionError(path, None, None, "expected a mapping of task fields at the top level")
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    try:
+        task = TaskDef.model_validate(data)
+    except ValidationError as exc:
+        errors = [TaskDefinitionError(path, name, describe_type_error(e["loc"]), _clean(e["msg"])) for e in exc.errors()]
+        raise TaskDefinitionErrors(errors) from None
+    _check_registered_names(path, task)
+    return task
+
+
+class TaskDefinitionErrors(TaskDefinitionError):
+    """Several problems in one definition; str() gives one line per problem."""
+
+    def __init__(self, errors: list[TaskDefinitionError]):
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.path, first.task, first.field, first.message)
+        self.args = ("\n".join(str(e) for e in errors),)
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+def _clean(msg: str) -> str:
+    return msg.removeprefix("Value error, ")
+
+
+def _check_registered_names(path: Path, task: TaskDef) -> None:
+    from mtbio.data.readers import READERS
+    from mtbio.evaluation.metrics import METRICS
+
+    problems = []
+    if task.format not in READERS:
+        problems.append(("format", f"unknown format '{task.format}' (known: {', '.join(READERS.names())})"))
+    for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]:
+        if metric not in METRICS:
+            problems.append((key, f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})"))
+    if problems:
+        raise TaskDefinitionErrors([TaskDefinitionError(path, task.name, f, m) for f, m in problems])
+
+
+# ----------------------------------------------------------------------------------------------
+# The catalog: every task definition we can see, plus named domains
+
+
+@dataclass
+class TaskCatalog:
+    """All task definitions found in the task-def directories, and the named domains."""
+
+    tasks: dict[str, TaskDef] = field(default_factory=dict)
+    sources: dict[str, Path] = field(default_factory=dict)
+    domains: dict[str, list[str]] = field(default_factory=dict)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+
+    def get(self, name: str) -> TaskDef:
+        if name not in self.tasks:
+            raise MtbioError(f"unknown task '{name}' (known: {', '.join(sorted(self.tasks))})")
+        return self.tasks[name]
+
+    def resolve(self, names: Iterable[str] = (), domain: str | None = None) -> list[TaskDef]:
+        """Task names (or aliases such as `bc5cdr`) and/or a domain → task definitions, in order."""
+        wanted: list[str] = []
+        if domain is not None:
+            if domain not in self.domains:
+                raise MtbioError(f"unknown domain '{domain}' (known: {', '.join(sorted(self.domains))})")
+            wanted.extend(self.domains[domain])
+        for name in names:
+            wanted.extend(self.aliases.get(name, [name]))
+        unique = list(dict.fromkeys(wanted))
+        return [self.get(n) for n in unique]
+
+
+def task_def_dirs(extra: Iterable[Path | str] = ()) -> list[Path]:
+    """The built-in `task_defs/`, then directories from MTBIO_TASK_DEFS (os.pathsep-separated), then `extra`."""
+    dirs = [BUILTIN_TASK_DEFS]
+    env = os.environ.get("MTBIO_TASK_DEFS", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs += [Path(p) for p in extra]
+    return dirs
+
+
+def load_catalog(extra_dirs: Iterable[Path | str] = ()) -> TaskCatalog:
+    """Load every `*.yml` task definition and every `domains.yml` from the task-def directories.
+
+    A later directory may add tasks and domains; redefining a task name is an error.
+    """
+    catalog = TaskCatalog()
+    for directory in task_def_dirs(extra_dirs):
+        if not directory.is_dir():
+            raise MtbioError(f"task definition directory not found: {directory}")
+        for path in sorted(directory.glob("*.y*ml")):
+            if path.name in (DOMAINS_FILE, "domains.yaml"):
+                _load_domains(path, catalog)
+                continue
+            task = load_task_def(path)
+            if task.name in catalog.tasks:
+                raise TaskDefinitionError(path, task.name, "name", f"also defined in {catalog.sources[task.name]}")
+            catalog.tasks[task.name] = task
+            catalog.sources[task.name] = path
+    for group, members in list(catalog.domains.items()) + list(catalog.aliases.items()):
+        for member in members:
+            if member not in catalog.tasks:
+                raise TaskDefinitionError(catalog.sources.get(f"@{group}", "domains.yml"), None, group,
+                                          f"names unknown task '{member}'")
+    return catalog
+
+
+def _load_domains(path: Path, catalog: TaskCatalog) -> None:
+    data = read_yaml(path) or {}
+    if not isinstance(data, dict) or set(data) - {"domains", "aliases"}:
+        raise TaskDefinitionError(path, None, None, "expected only the keys 'domains' and 'aliases'")
+    for key in ("domains", "aliases"):
+        groups = data.get(key) or {}
+        if not isinstance(groups, dict):
+            raise TaskDefinitionError(path, None, key, "expected a mapping of name → list of task names")
+        for name, members in groups.items():
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise TaskDefinitionError(path, None, f"{key}.{name}", "expected a list of task names")
+            target = catalog.domains if key == "domains" else catalog.aliases
+            if name in target:
+                raise TaskDefinitionError(path, None, f"{key}.{name}", "declared twice")
+            target[name] = list(members)
+            catalog.sources[f"@{name}"] = path
+
+
+# ----------------------------------------------------------------------------------------------
+# Data directory and data files
+
+
+def resolve_data_dir(option: str | Path | None) -> Path | None:
+    """`--data-dir`, else MTBIO_DATA_DIR, else None."""
+    value = option if option is not None else os.environ.get("MTBIO_DATA_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def split_paths(task: TaskDef, split: str, data_dir: Path) -> list[Path]:
+    """The files holding `split` (for derived splits: the files of `all`)."""
+    key = "all" if "all" in task.files else split
+    if key not in task.files:
+        return []
+    value = task.files[key]
+    names = [value] if isinstance(value, str) else list(value)
+    return [data_dir / n for n in names]
+
+
+def missing_files(task: TaskDef, data_dir: Path | None) -> list[Path]:
+    """Declared data files that do not exist under `data_dir`."""
+    if data_dir is None:
+        return [Path(v) for v in _all_file_names(task)]
+    return [data_dir / n for n in _all_file_names(task) if not (data_dir / n).exists()]
+
+
+def _all_file_names(task: TaskDef) -> list[str]:
+    names: list[str] = []
+    for value in task.files.values():
+        names.extend([value] if isinstance(value, str) else value)
+    return names
+
+
+def require_data(task: TaskDef, data_dir: Path | None) -> None:
+    """Raise MissingDataError with where to put the files (and how to get credentialed data)."""
+    if data_dir is None:
+        raise MissingDataError(f"task '{task.name}': no data directory; pass --data-dir or set MTBIO_DATA_DIR")
+    missing = missing_files(task, data_dir)
+    if missing:
+        hint = f" ({task.access})" if task.access else ""
+        raise MissingDataError(
+            f"task '{task.name}': missing data file(s) {', '.join(str(m) for m in missing)}; "
+            f"put them there{hint}"
+        )
