@@ -47,6 +47,8 @@ class TaskDef(BaseModel):
     type: TaskType
     description: str = ""
     domain: str = "other"
+    # benchmark task family, used by the BLURB score (macro average over families)
+    category: Literal["ner", "pico", "relation", "similarity", "document", "qa", "nli", "other"] = "other"
     # reader name (see mtbio.data.readers) and how the reader finds fields in a row
     format: str
     columns: dict[str, int | str] = Field(default_factory=dict)

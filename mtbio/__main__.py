@@ -1,0 +1,4 @@
+"""`python -m mtbio ...` (used by `accelerate launch -m mtbio`)."""
+from mtbio.cli import main
+
+main()

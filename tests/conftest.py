@@ -1,0 +1,41 @@
+"""Shared test fixtures: offline Hugging Face, isolated caches, the real data directory, tiny encoders."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _default_data_dir() -> Path:
+    env = os.environ.get("MTBIO_DATA_DIR")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _offline_and_isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the network or the user's caches."""
+    cache = tmp_path_factory.getbasetemp() / "cache"
+    monkeypatch.setenv("HF_HOME", str(cache / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("HF_UPDATE_DOWNLOAD_COUNTS", "0")
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(cache / "mtbio"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real benchmark data (../shared/data or MTBIO_DATA_DIR); tests needing it skip without it."""
+    path = _default_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
