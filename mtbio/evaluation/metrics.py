@@ -1,0 +1,263 @@
+"""Task metrics: pure functions of decoded gold and predicted labels, registered by name.
+
+Every metric has the signature `fn(gold, pred, task, groups=None) -> float` and sees labels as
+`mtbio.data.example` defines them (classification: str; multilabel: list of positive labels;
+tagging: list of tags per word; regression: float), never ids or tensors. Higher is better for
+every metric except mse. `score_task` computes a task's primary metric and its extra metrics;
+`primary_score` reads the primary one back.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from seqeval.metrics import f1_score as seqeval_f1
+from seqeval.scheme import IOBES
+from sklearn.metrics import f1_score
+
+from mtbio.data.example import Label
+from mtbio.errors import MtbioError
+from mtbio.registry import Registry
+from mtbio.tasks.schema import TaskDef
+
+Groups = Sequence[str | None]
+MetricFn = Callable[[Sequence[Label], Sequence[Label], TaskDef, Groups | None], float]
+
+METRICS: Registry[MetricFn] = Registry("metric")
+
+
+def score_task(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label],
+               groups: Groups | None = None) -> dict[str, float]:
+    """{metric name: score} for the task's primary metric (`task.metric`) and every extra metric."""
+    names = [task.metric] + [m for m in task.extra_metrics if m != task.metric]
+    return {name: METRICS.get(name)(gold, pred, task, groups) for name in names}
+
+
+def primary_score(task: TaskDef, scores: Mapping[str, float]) -> float:
+    """The primary metric's value in a `score_task` result (the one used for model selection)."""
+    return scores[task.metric]
+
+
+# ----------------------------------------------------------------------------------------------
+# Input checks
+
+
+def _check(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str, *types: str) -> None:
+    if task.type not in types:
+        raise MtbioError(f"metric '{metric}' applies to {' or '.join(types)} tasks; task '{task.name}' is {task.type}")
+    if len(gold) != len(pred):
+        raise MtbioError(f"task '{task.name}': {len(gold)} gold labels but {len(pred)} predictions")
+    if len(gold) == 0:
+        raise MtbioError(f"task '{task.name}': nothing to score (no examples)")
+
+
+def _check_known(labels: Sequence[str], task: TaskDef, what: str) -> None:
+    unknown = sorted(set(labels) - set(task.label_list))
+    if unknown:
+        raise MtbioError(f"task '{task.name}': {what} contain unknown label(s) {unknown}")
+
+
+def _positive_labels(task: TaskDef) -> list[str]:
+    return [x for x in task.label_list if x != task.negative_label]
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    """F1 from counts; 0.0 when it is undefined (no predicted and no gold positives)."""
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Regression
+
+
+def _regression_arrays(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
+                       metric: str) -> tuple[np.ndarray, np.ndarray]:
+    _check(gold, pred, task, metric, "regression")
+    return np.asarray(gold, dtype=float), np.asarray(pred, dtype=float)
+
+
+def _is_constant(x: np.ndarray) -> bool:
+    return len(x) < 2 or bool(np.all(x == x[0]))
+
+
+@METRICS.register("pearson")
+def pearson(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Pearson r. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
+    g, p = _regression_arrays(gold, pred, task, "pearson")
+    return 0.0 if _is_constant(g) or _is_constant(p) else float(pearsonr(g, p)[0])
+
+
+@METRICS.register("spearman")
+def spearman(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Spearman rho. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
+    g, p = _regression_arrays(gold, pred, task, "spearman")
+    return 0.0 if _is_constant(g) or _is_constant(p) else float(spearmanr(g, p)[0])
+
+
+@METRICS.register("mse")
+def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Mean squared error (lower is better)."""
+    g, p = _regression_arrays(gold, pred, task, "mse")
+    return float(np.mean((g - p) ** 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# Single-label classification
+
+
+@METRICS.register("accuracy")
+def accuracy(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Fraction of examples whose prediction equals the gold label.
+
+    Multilabel examples count as correct when the label sets are equal (subset accuracy);
+    tagging examples when the whole tag sequence is equal.
+    """
+    _check(gold, pred, task, "accuracy", "classification", "multilabel", "tagging")
+    if task.type == "multilabel":
+        return float(np.mean([set(g) == set(p) for g, p in zip(gold, pred)]))
+    return float(np.mean([g == p for g, p in zip(gold, pred)]))
+
+
+def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str,
+                       average: str) -> float:
+    _check(gold, pred, task, metric, "classification")
+    _check_known(gold, task, "gold labels")
+    _check_known(pred, task, "predictions")
+    positives = _positive_labels(task)
+    if average == "macro":
+        present = set(gold) | set(pred)
+        positives = [x for x in positives if x in present]
+        if not positives:
+            return 0.0
+    return float(f1_score(list(gold), list(pred), labels=positives, average=average, zero_division=0))
+
+
+@METRICS.register("micro_f1")
+def micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Micro F1 over the positive classes: every label except `task.negative_label`.
+
+    tp = correct predictions of a positive class, fp = positive-class predictions that are
+    wrong, fn = positive-class gold labels that were missed; as BLUE `eval_rel.py` and BLURB
+    score ChemProt, DDI, GAD and i2b2-2010. Without a negative label this equals accuracy.
+    """
+    return _classification_f1(gold, pred, task, "micro_f1", "micro")
+
+
+@METRICS.register("macro_f1")
+def macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Mean of per-class F1 over the positive classes that occur in gold or pred (sklearn's rule).
+
+    A class absent from both cannot be scored and is left out; 0.0 if no positive class occurs.
+    """
+    return _classification_f1(gold, pred, task, "macro_f1", "macro")
+
+
+# ----------------------------------------------------------------------------------------------
+# Multilabel
+
+
+def _label_sets(labels: Sequence[Label], task: TaskDef, what: str) -> list[set[str]]:
+    sets = [set(x) for x in labels]  # type: ignore[arg-type]
+    _check_known([x for s in sets for x in s], task, what)
+    return [s - {task.negative_label} for s in sets]
+
+
+def _set_micro_f1(gold: list[set[str]], pred: list[set[str]]) -> float:
+    tp = sum(len(g & p) for g, p in zip(gold, pred))
+    fp = sum(len(p - g) for g, p in zip(gold, pred))
+    fn = sum(len(g - p) for g, p in zip(gold, pred))
+    return _f1(tp, fp, fn)
+
+
+@METRICS.register("multilabel_micro_f1")
+def multilabel_micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
+                        groups: Groups | None = None) -> float:
+    """Micro F1 over all (example, label) decisions; `task.negative_label`, if listed, is ignored."""
+    _check(gold, pred, task, "multilabel_micro_f1", "multilabel")
+    return _set_micro_f1(_label_sets(gold, task, "gold labels"), _label_sets(pred, task, "predictions"))
+
+
+@METRICS.register("hoc_f1")
+def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """BLURB HoC score: micro F1 over (abstract, hallmark) decisions after pooling sentences.
+
+    Each row is a sentence; `groups` holds its abstract id (PMID). An abstract's gold and
+    predicted label sets are the unions over its sentences. Then tp, fp and fn are counted over
+    every (abstract, label) pair and F1 = 2tp / (2tp + fp + fn).
+
+    Source followed: `eval_hoc` / `compute_p_r_f` in michiyasunaga/LinkBERT
+    `src/seqcls/utils_hoc.py` (the public BLURB fine-tuning code for HoC; the BLURB paper only
+    says "average micro F1 across the ten cancer hallmarks"). It pools all cells, so despite its
+    `.mean()` calls it is a single micro F1. BLUE's `blue/eval_hoc.py` differs: it averages
+    per-abstract precision and recall before taking F1, and needs every abstract to have a
+    gold label.
+    """
+    _check(gold, pred, task, "hoc_f1", "multilabel")
+    if groups is None or len(groups) != len(gold) or any(g is None for g in groups):
+        raise MtbioError(f"task '{task.name}': hoc_f1 needs the abstract id (group) of every sentence")
+    gold_docs: dict[str, set[str]] = defaultdict(set)
+    pred_docs: dict[str, set[str]] = defaultdict(set)
+    for doc, g, p in zip(groups, _label_sets(gold, task, "gold labels"), _label_sets(pred, task, "predictions")):
+        gold_docs[doc].update(g)  # type: ignore[index]
+        pred_docs[doc].update(p)  # type: ignore[index]
+    docs = list(gold_docs)
+    return _set_micro_f1([gold_docs[d] for d in docs], [pred_docs[d] for d in docs])
+
+
+# ----------------------------------------------------------------------------------------------
+# Tagging
+
+
+def _tag_sequences(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
+                   metric: str) -> tuple[list[list[str]], list[list[str]]]:
+    _check(gold, pred, task, metric, "tagging")
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if len(g) != len(p):  # type: ignore[arg-type]
+            raise MtbioError(f"task '{task.name}': example {i} has {len(g)} gold tags but {len(p)} predicted")  # type: ignore[arg-type]
+    return [list(g) for g in gold], [list(p) for p in pred]  # type: ignore[arg-type]
+
+
+@METRICS.register("entity_f1")
+def entity_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
+    """Entity-level micro F1 (seqeval): an entity counts only if its type and both boundaries match.
+
+    IOB2 and IO use seqeval's conlleval-compatible mode, where an I- tag after O or after
+    another type opens an entity, so IO runs of one type are one entity. IOBES uses seqeval's
+    strict mode with the IOBES scheme.
+    """
+    g, p = _tag_sequences(gold, pred, task, "entity_f1")
+    if task.tagging_scheme == "IOBES":
+        return float(seqeval_f1(g, p, mode="strict", scheme=IOBES, zero_division=0))
+    return float(seqeval_f1(g, p, zero_division=0))
+
+
+def _tag_type(tag: str) -> str | None:
+    if tag == "O":
+        return None
+    return tag[2:] if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIES" else tag
+
+
+@METRICS.register("token_macro_f1")
+def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
+                   groups: Groups | None = None) -> float:
+    """BLURB EBM PICO score: word-level F1 per element type, macro-averaged over the types.
+
+    A word belongs to type T when its tag is T with any prefix (B-/I-/E-/S-). Types occurring
+    in neither gold nor pred are left out; 0.0 if no type occurs.
+    """
+    g, p = _tag_sequences(gold, pred, task, "token_macro_f1")
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # type -> [tp, fp, fn]
+    for gs, ps in zip(g, p):
+        for gt, pt in zip(map(_tag_type, gs), map(_tag_type, ps)):
+            if gt is not None and gt == pt:
+                counts[gt][0] += 1
+                continue
+            if pt is not None:
+                counts[pt][1] += 1
+            if gt is not None:
+                counts[gt][2] += 1
+    if not counts:
+        return 0.0
+    return float(np.mean([_f1(*c) for c in counts.values()]))
