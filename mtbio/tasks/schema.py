@@ -43,7 +43,7 @@ class TaskDef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     type: TaskType
     description: str = ""
     domain: str = "other"

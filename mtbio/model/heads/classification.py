@@ -1,0 +1,27 @@
+"""Single-label classification (relation extraction, NLI, QA): [CLS] → dropout → linear, cross-entropy."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtbio.model.heads.base import HEADS, Head, HeadConfig
+
+
+@HEADS.register("classification")
+class ClassificationHead(Head):
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, config.num_outputs)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(hidden[:, 0]))
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.float(), labels)
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        labels = self.config.labels
+        return [labels[i] for i in logits.argmax(-1).tolist()]

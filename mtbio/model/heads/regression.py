@@ -1,0 +1,26 @@
+"""Sentence similarity: [CLS] → dropout → linear → a real score, trained with MSE."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtbio.model.heads.base import HEADS, Head, HeadConfig
+
+
+@HEADS.register("regression")
+class RegressionHead(Head):
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(hidden[:, 0])).squeeze(-1)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(logits.float(), labels.float())
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        return [float(x) for x in logits.float().tolist()]

@@ -1,0 +1,34 @@
+"""Token tagging (NER, PICO): every token → dropout → linear, cross-entropy on first sub-words only.
+
+Labels of non-first sub-words and special tokens are -100 (ignored); there are no X/CLS/SEP
+classes. Decoding maps first-sub-word predictions back to one tag per word.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtbio.data.featurize import decode_tags
+from mtbio.model.heads.base import HEADS, Head, HeadConfig
+
+
+@HEADS.register("tagging")
+class TaggingHead(Head):
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, config.num_outputs)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(hidden))
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        predicted = logits.argmax(-1).tolist()
+        word_index = batch["word_index"].tolist()
+        n_words = batch["n_words"].tolist()
+        return [decode_tags(p, w, n, self.config.labels) for p, w, n in zip(predicted, word_index, n_words)]

@@ -1,0 +1,38 @@
+"""Running a (multi-task) model over a split and decoding its predictions into label space."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ContextManager
+
+import torch
+
+from mtbio.data.pipeline import SplitData
+from mtbio.model.multitask import MultiTaskModel
+
+
+@torch.no_grad()
+def predict_split(
+    model: MultiTaskModel,
+    task: str,
+    data: SplitData,
+    pad_token_id: int,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    autocast: ContextManager[Any] | None = None,
+) -> list[Any]:
+    """Predictions for every example of `data`, in the examples' order."""
+    was_training = model.training
+    model.eval()
+    head = model.heads[task]
+    predictions: list[Any] = [None] * len(data)
+    try:
+        for indices in data.eval_batches(batch_size):
+            batch = {k: v.to(device) for k, v in data.batch(indices, pad_token_id).items()}
+            batch.pop("labels", None)
+            with autocast or contextlib.nullcontext():
+                logits = model(task, **batch).logits
+            for index, prediction in zip(indices, head.decode(logits, batch)):
+                predictions[index] = prediction
+    finally:
+        model.train(was_training)
+    return predictions

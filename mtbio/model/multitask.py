@@ -1,0 +1,48 @@
+"""The shared encoder with a task-keyed dictionary of heads (MT-BERT, seed 004 section 3)."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtbio.model.heads import Head
+
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass
+class TaskOutput:
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+
+
+class MultiTaskModel(nn.Module):
+    """`encoder` is any Hugging Face `AutoModel`; `heads` maps task name → head.
+
+    Heads are keyed by task name and loaded strictly by name, never by position.
+    """
+
+    def __init__(self, encoder: nn.Module, heads: dict[str, Head]):
+        super().__init__()
+        self.encoder = encoder
+        self.heads = nn.ModuleDict(heads)
+        accepted = inspect.signature(encoder.forward).parameters
+        self._encoder_inputs = tuple(k for k in ENCODER_INPUTS if k in accepted)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.encoder.config.hidden_size)
+
+    def forward(self, task: str, labels: torch.Tensor | None = None, **batch: Any) -> TaskOutput:
+        inputs = {k: batch[k] for k in self._encoder_inputs if k in batch}
+        hidden = self.encoder(**inputs).last_hidden_state
+        head = self.heads[task]
+        logits = head(hidden)
+        loss = head.loss(logits, labels) * head.config.loss_weight if labels is not None else None
+        return TaskOutput(logits=logits, loss=loss)
+
+    def add_head(self, name: str, head: Head) -> None:
+        self.heads[name] = head

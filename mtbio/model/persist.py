@@ -1,0 +1,137 @@
+"""Saving and loading the model part of a run directory. Safetensors and JSON only, no pickles.
+
+    encoder/                 save_pretrained of the encoder + tokenizer (plain `AutoModel.from_pretrained`)
+    heads/<task>/head_config.json
+    heads/<task>/model.safetensors
+
+Loading is strict: a head directory with unexpected files, a head config with unknown fields or
+an unknown type, or weights whose names or shapes differ from the config is refused with a
+message naming the file.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from mtbio.errors import MtbioError
+from mtbio.model.encoder import load_encoder, load_tokenizer
+from mtbio.model.heads import HEADS, HeadConfig, build_head
+from mtbio.model.multitask import MultiTaskModel
+
+HEAD_CONFIG = "head_config.json"
+HEAD_WEIGHTS = "model.safetensors"
+
+
+def _atomic_dir(target: Path) -> Path:
+    tmp = target.with_name(target.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    old = target.with_name(target.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def save_encoder(encoder: Any, tokenizer: Any, directory: Path) -> None:
+    """Write the encoder and tokenizer with `save_pretrained`, replacing `directory` atomically."""
+    tmp = _atomic_dir(directory)
+    encoder.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    _replace_dir(tmp, directory)
+
+
+def save_heads(model: MultiTaskModel, directory: Path, tasks: list[str] | None = None) -> None:
+    """Write `heads/<task>/` for each task (all heads by default)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in tasks if tasks is not None else list(model.heads):
+        head = model.heads[name]
+        tmp = _atomic_dir(directory / name)
+        (tmp / HEAD_CONFIG).write_text(json.dumps(head.config.to_json(), indent=2) + "\n")
+        tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
+        save_file(tensors, str(tmp / HEAD_WEIGHTS))
+        _replace_dir(tmp, directory / name)
+
+
+def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
+    save_encoder(model.encoder, tokenizer, run_dir / "encoder")
+    save_heads(model, run_dir / "heads")
+
+
+def read_head_config(head_dir: Path) -> HeadConfig:
+    """Validate a head directory and parse its config; refuses anything unexpected."""
+    present = {p.name for p in head_dir.iterdir()}
+    unexpected = sorted(present - {HEAD_CONFIG, HEAD_WEIGHTS})
+    if unexpected:
+        raise MtbioError(f"{head_dir}: unexpected file(s) {unexpected}; a head holds only {HEAD_CONFIG} and {HEAD_WEIGHTS}")
+    for needed in (HEAD_CONFIG, HEAD_WEIGHTS):
+        if needed not in present:
+            raise MtbioError(f"{head_dir}: missing {needed}")
+    path = head_dir / HEAD_CONFIG
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        config = HeadConfig.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise MtbioError(f"{path}: invalid head config ({exc})") from None
+    if config.type not in HEADS:
+        raise MtbioError(f"{path}: unknown head type '{config.type}' (known: {', '.join(HEADS.names())})")
+    if config.task != head_dir.name:
+        raise MtbioError(f"{path}: config names task '{config.task}' but the directory is '{head_dir.name}'")
+    if not isinstance(config.labels, list) or not all(isinstance(x, str) for x in config.labels):
+        raise MtbioError(f"{path}: 'labels' must be a list of strings")
+    return config
+
+
+def load_head(head_dir: Path, hidden_size: int | None = None) -> Any:
+    """Rebuild a head from `heads/<task>/`, loading its weights strictly."""
+    config = read_head_config(head_dir)
+    if hidden_size is not None and config.hidden_size != hidden_size:
+        raise MtbioError(f"{head_dir}: head expects hidden size {config.hidden_size}, the encoder has {hidden_size}")
+    head = build_head(config)
+    weights_path = head_dir / HEAD_WEIGHTS
+    try:
+        weights = load_file(str(weights_path))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises several types for corrupt files
+        raise MtbioError(f"{weights_path}: unreadable safetensors file ({exc})") from None
+    expected = head.state_dict()
+    if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
+        raise MtbioError(f"{weights_path}: weights do not match the head config (names or shapes differ)")
+    head.load_state_dict(weights, strict=True)
+    return head
+
+
+def load_model(run_dir: Path, tasks: list[str] | None = None, **encoder_overrides: Any) -> tuple[MultiTaskModel, Any]:
+    """Encoder + the named heads (all by default) from a run directory."""
+    run_dir = Path(run_dir)
+    encoder_dir = run_dir / "encoder"
+    if not (encoder_dir / "config.json").is_file():
+        raise MtbioError(f"{run_dir}: not an mtbio run directory (no encoder/config.json)")
+    encoder = load_encoder(str(encoder_dir), **encoder_overrides)
+    tokenizer = load_tokenizer(str(encoder_dir))
+    heads_dir = run_dir / "heads"
+    available = sorted(p.name for p in heads_dir.iterdir() if p.is_dir()) if heads_dir.is_dir() else []
+    wanted = available if tasks is None else tasks
+    missing = [t for t in wanted if t not in available]
+    if missing:
+        raise MtbioError(f"{run_dir}: no head for task(s) {missing} (heads: {', '.join(available) or 'none'})")
+    hidden = int(encoder.config.hidden_size)
+    heads = {t: load_head(heads_dir / t, hidden) for t in wanted}
+    return MultiTaskModel(encoder, heads), tokenizer
+
+
+def state_dict_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0.0) -> bool:
+    """Helper for tests and resume checks."""
+    return set(a) == set(b) and all(torch.allclose(a[k].float(), b[k].float(), atol=atol) for k in a)

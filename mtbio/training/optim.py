@@ -1,0 +1,42 @@
+"""Optimizer and learning-rate schedule (seed 004 section 4.2: lr 5e-5, warm-up 0.1, linear decay,
+weight decay 0.01 except biases and LayerNorm weights)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+from transformers import get_linear_schedule_with_warmup
+
+from mtbio.errors import MtbioError
+
+OPTIMIZERS = ("adamw", "adamax")
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: decayed matrices, and undecayed biases / normalisation weights."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        is_norm_or_bias = name.endswith("bias") or param.ndim == 1 or "LayerNorm" in name or "layer_norm" in name
+        (no_decay if is_norm_or_bias else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(groups: Iterable[dict], name: str, lr: float) -> torch.optim.Optimizer:
+    """AdamW (default) or Adamax (what MT-DNN and MT-BERT used)."""
+    if name == "adamw":
+        return torch.optim.AdamW(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    if name == "adamax":
+        return torch.optim.Adamax(list(groups), lr=lr)
+    raise MtbioError(f"unknown optimizer '{name}' (known: {', '.join(OPTIMIZERS)})")
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over `warmup_ratio` of the steps, then linear decay to 0."""
+    warmup = int(round(total_steps * warmup_ratio))
+    return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=max(1, total_steps))

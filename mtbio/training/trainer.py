@@ -1,0 +1,282 @@
+"""The multi-task training loop (MT-BERT Algorithm 1 on Accelerate), in one readable file.
+
+setup → for each step: the mixer picks a task and a batch of that task → forward through the
+shared encoder and that task's head → backward → clip → optimizer and schedule step →
+(every N steps / each epoch) evaluate on dev, keep the best → checkpoint for resume.
+
+The step (forward, loss, backward) is `_train_step`; the cadence (when to evaluate, save,
+stop) is `train`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+
+from mtbio.data.mixer import MultiTaskBatchSampler, shard
+from mtbio.data.pipeline import TaskData
+from mtbio.errors import MtbioError
+from mtbio.evaluation.metrics import score_task
+from mtbio.model.inference import predict_split
+from mtbio.model.multitask import MultiTaskModel
+from mtbio.training import checkpoint as ckpt
+from mtbio.training.config import RunConfig
+from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
+
+log = logging.getLogger(__name__)
+
+
+def make_accelerator(mixed_precision: str) -> Accelerator:
+    """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32."""
+    on_gpu = torch.cuda.is_available()
+    if mixed_precision == "fp16" and not on_gpu:
+        raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
+    if mixed_precision == "bf16" and not on_gpu:
+        supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)()
+        if not supported:
+            raise MtbioError("--mixed-precision bf16: this CPU has no bf16 support; use --mixed-precision no")
+    from accelerate import DistributedDataParallelKwargs
+
+    # Heads that a step does not use get no gradient; DDP must not wait for them.
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(mixed_precision=mixed_precision, cpu=not on_gpu, kwargs_handlers=[ddp])
+
+
+@dataclass
+class TrainerState:
+    """Counters saved with every checkpoint (JSON)."""
+
+    global_step: int = 0
+    epoch: int = 0
+    best_score: float = -math.inf
+    best_step: int = -1
+    mixer: dict[str, Any] = field(default_factory=dict)
+    examples_seen: int = 0
+    tokens_seen: int = 0
+    train_seconds: float = 0.0
+
+
+class StopRequested(Exception):
+    """Raised after a SIGTERM/SIGINT once the state at a step boundary is saved."""
+
+
+class Trainer:
+    """Trains `model` on the train splits of `data`, selecting on dev, writing into `run_dir`."""
+
+    def __init__(
+        self,
+        model: MultiTaskModel,
+        tokenizer: Any,
+        data: dict[str, TaskData],
+        config: RunConfig,
+        run_dir: Path,
+        lr: float,
+        accelerator: Accelerator,
+        on_best: Any = None,
+    ):
+        self.config = config
+        self.run_dir = run_dir
+        self.data = data
+        self.tokenizer = tokenizer
+        self.pad_id = int(tokenizer.pad_token_id or 0)
+        self.accelerator = accelerator
+        self.on_best = on_best
+        self.state = TrainerState()
+        self._stop_signal: int | None = None
+
+        lengths = {name: d.splits["train"].lengths for name, d in data.items()}
+        self.sampler = MultiTaskBatchSampler(
+            lengths,
+            batch_size=config.batch_size,
+            strategy=config.mixer,
+            seed=config.seed,
+            temperature=config.temperature,
+            cap=config.temperature_cap,
+            main_task=config.main_task,
+            ratio=config.aux_ratio,
+        )
+        self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
+        self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
+        optimizer = build_optimizer(parameter_groups(model, config.weight_decay), config.optimizer, lr)
+        self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
+        # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
+        # step it once per process).
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def unwrapped(self) -> MultiTaskModel:
+        return self.accelerator.unwrap_model(self.model)
+
+    def train(self) -> TrainerState:
+        """Run to `total_steps`, evaluating on dev each epoch (or every `eval_every` steps)."""
+        cfg = self.config
+        if cfg.resume:
+            self._resume()
+        self._install_signal_handlers()
+        bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
+                   disable=not self.accelerator.is_main_process, dynamic_ncols=True)
+        last_eval = -1
+        try:
+            while self.state.global_step < self.total_steps:
+                self.sampler.set_epoch(self.state.epoch)
+                if self.state.mixer:  # resuming mid-epoch
+                    self.sampler.load_state_dict(self.state.mixer)
+                    self.state.mixer = {}
+                micro: list[tuple[str, list[int]]] = []
+                for task, indices in self.sampler:
+                    micro.append((task, indices))
+                    if len(micro) == cfg.grad_accum:
+                        self._step_and_report(micro, bar)
+                        micro = []
+                        if self.state.global_step >= self.total_steps:
+                            break
+                        if cfg.eval_every and self.state.global_step % cfg.eval_every == 0:
+                            self.evaluate_and_select()
+                            last_eval = self.state.global_step
+                        if cfg.save_every and self.state.global_step % cfg.save_every == 0:
+                            self.save_checkpoint(mid_epoch=True)
+                        if self._stop_signal is not None:
+                            self.save_checkpoint(mid_epoch=True)
+                            raise StopRequested(self._stop_signal)
+                else:  # the epoch ran out (no break)
+                    if micro:
+                        self._step_and_report(micro, bar)
+                    self.state.epoch += 1
+                    if self.state.global_step < self.total_steps:
+                        if not cfg.eval_every:
+                            self.evaluate_and_select()
+                            last_eval = self.state.global_step
+                        self.save_checkpoint(mid_epoch=False)
+            if last_eval != self.state.global_step:
+                self.evaluate_and_select()
+            self.save_checkpoint(mid_epoch=self.sampler_mid_epoch())
+        finally:
+            bar.close()
+            self._restore_signal_handlers()
+        return self.state
+
+    def sampler_mid_epoch(self) -> bool:
+        position = self.sampler.state_dict().get("position", 0)
+        return 0 < position < len(self.sampler)
+
+    def _step_and_report(self, micro: list[tuple[str, list[int]]], bar: Any) -> None:
+        loss, task_name = self._optimizer_step(micro)
+        self.state.global_step += 1
+        bar.update(1)
+        rate = self.state.examples_seen / max(self.state.train_seconds, 1e-9)
+        bar.set_postfix(task=task_name, loss=f"{loss:.4f}", ex_s=f"{rate:.1f}")
+
+    def evaluate(self, split: str) -> dict[str, dict[str, float]]:
+        """Score every task on `split` with the current weights."""
+        results: dict[str, dict[str, float]] = {}
+        for name, data in self.data.items():
+            if split not in data.splits:
+                continue
+            part = data.splits[split]
+            predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
+                                        self.accelerator.device, self.accelerator.autocast())
+            gold = [ex.label for ex in part.examples]
+            groups = [ex.group for ex in part.examples]
+            results[name] = score_task(data.task, gold, predictions, groups)
+        return results
+
+    def evaluate_and_select(self) -> dict[str, dict[str, float]]:
+        """Evaluate on dev, log it, and keep the weights if the mean primary score improved."""
+        scores = self.evaluate("dev")
+        primary = [scores[t][self.data[t].task.metric] for t in scores]
+        selection = sum(primary) / len(primary) if primary else -self.state.global_step
+        improved = selection > self.state.best_score
+        if improved:
+            self.state.best_score, self.state.best_step = selection, self.state.global_step
+            if self.on_best is not None and self.accelerator.is_main_process:
+                self.on_best(self.unwrapped)
+        self.log_metrics("dev", scores, selection=selection, best=improved)
+        return scores
+
+    def log_metrics(self, split: str, scores: dict[str, dict[str, float]], **extra: Any) -> None:
+        if not self.accelerator.is_main_process:
+            return
+        record = {"step": self.state.global_step, "epoch": self.state.epoch, "split": split, "scores": scores, **extra}
+        with (self.run_dir / "metrics.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def save_checkpoint(self, mid_epoch: bool) -> None:
+        """Save everything needed to resume; mid-epoch checkpoints also hold the mixer position."""
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
+            ckpt.save_checkpoint(self.run_dir / "checkpoints", self.state.global_step, self.unwrapped,
+                                 self.optimizer.optimizer if hasattr(self.optimizer, "optimizer") else self.optimizer,
+                                 self.scheduler, state)
+        self.accelerator.wait_for_everyone()
+
+    # ------------------------------------------------------------------ internals
+    def _optimizer_step(self, micro: list[tuple[str, list[int]]]) -> tuple[float, str]:
+        start = time.perf_counter()
+        total = 0.0
+        for i, (task, indices) in enumerate(micro):
+            sync = i == len(micro) - 1
+            context = self.accelerator.no_sync(self.model) if not sync else _null()
+            with context:
+                total += self._train_step(task, indices) / len(micro)
+        self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.train_seconds += time.perf_counter() - start
+        return total, micro[-1][0]
+
+    def _train_step(self, task: str, indices: list[int]) -> float:
+        acc = self.accelerator
+        part = self.data[task].splits["train"]
+        local = shard(indices, acc.process_index, acc.num_processes)
+        batch = {k: v.to(acc.device) for k, v in part.batch(local, self.pad_id).items()}
+        with acc.autocast():
+            out = self.model(task, **batch)
+        loss = out.loss
+        if not torch.isfinite(loss):
+            uids = [part.examples[i].uid for i in local][:5]
+            raise MtbioError(f"non-finite loss {loss.item()} at step {self.state.global_step + 1}, task '{task}', "
+                             f"batch starting with examples {uids}")
+        acc.backward(loss / self.config.grad_accum)
+        self.state.examples_seen += len(indices)
+        self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
+        return float(loss.detach())
+
+    def _resume(self) -> None:
+        latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
+        if latest is None:
+            log.warning("--resume: no complete checkpoint in %s; starting from the beginning", self.run_dir)
+            return
+        optimizer = self.optimizer.optimizer if hasattr(self.optimizer, "optimizer") else self.optimizer
+        saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
+        self.state = TrainerState(**saved)
+        log.info("resumed from %s (step %d)", latest, self.state.global_step)
+
+    def _install_signal_handlers(self) -> None:
+        def request_stop(signum: int, _frame: Any) -> None:
+            self._stop_signal = signum
+
+        self._previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, handler in getattr(self, "_previous", {}).items():
+            signal.signal(sig, handler)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: Any) -> None:
+        return None
