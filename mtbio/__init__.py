@@ -12,11 +12,11 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mtbio.model.load import LoadedRun
+    from mtbio.experiments.predict import LoadedRun
 
 
 def load(run_dir: Any) -> "LoadedRun":
     """Load a run directory (encoder + heads) for prediction. Never unpickles."""
-    from mtbio.model.load import load_run
+    from mtbio.experiments.predict import load_run
 
     return load_run(run_dir)

@@ -44,6 +44,135 @@ def tasks() -> None:
 
 
 # ---- training stages --------------------------------------------------------------------------
+def _comma_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+TRAINING_OPTIONS = [
+    click.option("--tasks", callback=_comma_list, help="Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks)."),
+    click.option("--domain", help="A named group of tasks from domains.yml (biomedical, clinical, clinical-public, blurb)."),
+    click.option("--encoder", help="HF model name or local directory (default: the packaged MiniLM-L6)."),
+    click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR)."),
+    click.option("--output", help="Run directory to write."),
+    click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable)."),
+    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+                 help="YAML file of option values (same names as the flags)."),
+    click.option("--epochs", type=int), click.option("--max-steps", type=int),
+    click.option("--batch-size", type=int), click.option("--eval-batch-size", type=int),
+    click.option("--grad-accum", type=int, help="Gradient accumulation steps."),
+    click.option("--lr", type=float, help="Peak learning rate (refine/single-task 5e-5, fine-tune 1e-5)."),
+    click.option("--warmup", type=float, help="Warm-up fraction of the steps (0.1)."),
+    click.option("--weight-decay", type=float), click.option("--max-grad-norm", type=float),
+    click.option("--optimizer", type=click.Choice(["adamw", "adamax"])),
+    click.option("--mixed-precision", type=click.Choice(["no", "bf16", "fp16"])),
+    click.option("--seed", type=int),
+    click.option("--max-length", type=int, help="Override every task's max_length (tokens)."),
+    click.option("--max-train-examples", type=int, help="Use at most this many training examples per task."),
+    click.option("--mixer", type=click.Choice(["proportional", "temperature", "uniform", "ratio"])),
+    click.option("--temperature", type=float), click.option("--temperature-cap", type=int),
+    click.option("--main-task", help="Main task of the ratio mixer."),
+    click.option("--aux-ratio", type=float, help="Auxiliary batches per main-task batch (ratio mixer)."),
+    click.option("--eval-every", type=int, help="Evaluate on dev every N steps (default: each epoch)."),
+    click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
+    click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),
+    click.option("--resume/--no-resume", default=None, help="Continue from the newest complete checkpoint."),
+]
+
+
+def training_options(func: Any) -> Any:
+    for option in reversed(TRAINING_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _run_config(values: dict[str, Any]) -> Any:
+    from mtbio.training.config import build_config, read_config_file
+
+    config_file = values.pop("config_file", None)
+    file_values = read_config_file(config_file) if config_file else {}
+    given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v not in (None, ())}
+    return build_config(file_values, given, source=config_file or "options")
+
+
+def _print_results(run_dir: Any, results: dict[str, Any]) -> None:
+    click.echo(f"\n{results['stage']} run: {run_dir}")
+    for split in ("dev", "test"):
+        for task, scores in results.get(split, {}).items():
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            click.echo(f"  {split:4s} {task}: {shown}")
+    click.echo(f"  train throughput: {results['train_examples_per_second']:.1f} examples/s")
+
+
+@main.command()
+@training_options
+def refine(**values: Any) -> None:
+    """MT-BERT-Refinement: train the shared encoder on several tasks jointly."""
+    from mtbio.experiments.refine import refine as run_refine
+    from mtbio.training.trainer import StopRequested
+
+    try:
+        run_dir, results = run_refine(_run_config(values))
+    except StopRequested:
+        raise MtbioError("stopped by a signal after saving a checkpoint; run the same command with --resume") from None
+    _print_results(run_dir, results)
+
+
+@main.command()
+@click.option("--from", "from_run", help="A refine run directory whose encoder to fine-tune.")
+@click.option("--task", "task", callback=_comma_list, help="Task to fine-tune (same as --tasks).")
+@training_options
+def finetune(task: list[str] | None, **values: Any) -> None:
+    """MT-BERT-Fine-Tune per task from a refined run (--from), or a single-task baseline (--encoder)."""
+    from mtbio.experiments.finetune import finetune as run_finetune
+    from mtbio.training.trainer import StopRequested
+
+    if task:
+        values["tasks"] = (values.get("tasks") or []) + task
+    try:
+        runs = run_finetune(_run_config(values))
+    except StopRequested:
+        raise MtbioError("stopped by a signal after saving a checkpoint; run the same command with --resume") from None
+    for run_dir, results in runs:
+        _print_results(run_dir, results)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--tasks", callback=_comma_list, help="Only these tasks.")
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
+@click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR).")
+@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="JSON file to write (default: <first run>/evaluation-<split>.json).")
+def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, data_dir: str | None,
+             batch_size: int, output: str | None) -> None:
+    """Score runs on dev or test; one row per run (a folder of fine-tuned runs is one row)."""
+    import json
+    from pathlib import Path
+
+    from mtbio.experiments.evaluate import evaluate_paths, format_table
+    from mtbio.tasks.loading import resolve_data_dir
+
+    table = evaluate_paths([Path(p) for p in run_dirs], split, resolve_data_dir(data_dir), tasks or (), batch_size)
+    click.echo(format_table(table))
+    target = Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json"
+    target.write_text(json.dumps(table, indent=2) + "\n")
+    click.echo(f"\nwritten: {target}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--task", required=True, help="Which head to use.")
+@click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="One input per line (pairs: two texts separated by a tab).")
+@click.option("--output", type=click.Path(dir_okay=False), help="JSONL to write (default: <run>/predictions/<task>-<input>.jsonl).")
+def predict(run_dir: str, task: str, input_path: str, output: str | None) -> None:
+    """Predict labels, tags or scores for raw text with a saved run."""
+    from pathlib import Path
+
+    from mtbio.experiments.predict import predict_file
+
+    written = predict_file(Path(run_dir), task, Path(input_path), Path(output) if output else None)
+    click.echo(f"written: {written}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,35 @@
+"""Resolving what a stage works on: task definitions, data directory, output directory."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from mtbio.errors import MtbioError
+from mtbio.tasks.loading import TaskCatalog, load_catalog, resolve_data_dir
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import RunConfig
+
+
+def catalog_for(config: RunConfig) -> TaskCatalog:
+    return load_catalog(config.task_defs)
+
+
+def resolve_tasks(config: RunConfig, catalog: TaskCatalog | None = None) -> list[TaskDef]:
+    """`--tasks` (names or aliases such as bc5cdr) and/or `--domain` → task definitions."""
+    catalog = catalog or catalog_for(config)
+    if not config.tasks and not config.domain:
+        raise MtbioError("name the tasks: --tasks a,b,c or --domain biomedical|clinical|...")
+    return catalog.resolve(config.tasks, config.domain)
+
+
+def data_dir_for(config: RunConfig) -> Path | None:
+    return resolve_data_dir(config.data_dir)
+
+
+def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
+    """Deterministic, so the same command with --resume finds the same directory."""
+    names = [t.name for t in tasks]
+    label = config.domain if config.domain and not config.tasks else "+".join(names)
+    if len(label) > 60:
+        label = f"{len(names)}tasks-" + hashlib.sha1("+".join(names).encode()).hexdigest()[:8]
+    return f"{label}-seed{config.seed}"

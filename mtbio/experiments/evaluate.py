@@ -1,0 +1,117 @@
+"""Scoring saved runs on dev or test: one row per run (or per folder of fine-tuned runs), one
+column per task, plus the BLUE-style average and the BLURB score where the tasks allow.
+
+`mtbio evaluate runs/single-task runs/refine/X runs/refine/X/finetune` gives the layout of
+seed 004 Table 3: single-task, refinement and fine-tune rows.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from mtbio.data.pipeline import load_task_split
+from mtbio.errors import MtbioError
+from mtbio.evaluation.aggregate import blue_average, blurb_score
+from mtbio.evaluation.metrics import score_task
+from mtbio.experiments.predict import load_run
+from mtbio.model.inference import predict_split
+from mtbio.tasks.loading import require_data
+
+BLURB_CATEGORIES = ("ner", "pico", "relation", "similarity", "document", "qa")
+STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
+
+
+def find_runs(path: Path) -> list[Path]:
+    """A run directory itself, or the run directories directly inside a folder (e.g. finetune/)."""
+    path = Path(path)
+    if (path / "encoder").is_dir():
+        return [path]
+    runs = sorted(p for p in path.iterdir() if (p / "encoder").is_dir()) if path.is_dir() else []
+    if not runs:
+        raise MtbioError(f"{path}: neither a run directory nor a folder of run directories")
+    return runs
+
+
+@dataclass
+class EvaluationRow:
+    name: str
+    stage: str
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # task → metric → value
+    primary: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "scores": self.scores, "primary": self.primary}
+
+
+def _stage_of(run: Path) -> str:
+    results = run / "results.json"
+    if results.is_file():
+        return str(json.loads(results.read_text()).get("stage", "unknown"))
+    return "unknown"
+
+
+def evaluate_paths(
+    paths: Sequence[Path],
+    split: str,
+    data_dir: Path | None,
+    tasks: Sequence[str] = (),
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """Score every run under `paths` on `split`; returns the table as JSON-able data."""
+    rows: list[EvaluationRow] = []
+    categories: dict[str, str] = {}
+    for path in paths:
+        runs = find_runs(path)
+        stage = _stage_of(runs[0])
+        row = EvaluationRow(name=str(path), stage=STAGE_LABELS.get(stage, stage))
+        for run_dir in runs:
+            run = load_run(run_dir)
+            device = next(run.model.parameters()).device
+            for name, task in run.tasks.items():
+                if tasks and name not in tasks:
+                    continue
+                require_data(task, data_dir)
+                assert data_dir is not None
+                data = load_task_split(task, split, data_dir, run.tokenizer)
+                predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size, device)
+                scores = score_task(task, [e.label for e in data.examples], predictions, [e.group for e in data.examples])
+                row.scores[name] = scores
+                row.primary[name] = scores[task.metric]
+                categories[name] = task.category
+            del run
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        rows.append(row)
+    columns = list(dict.fromkeys(t for r in rows for t in r.primary))
+    table = {"split": split, "tasks": columns, "rows": []}
+    for row in rows:
+        entry = row.to_json()
+        entry["average"] = blue_average(row.primary) if row.primary else None
+        blurb_tasks = {t: v for t, v in row.primary.items() if categories.get(t) in BLURB_CATEGORIES}
+        entry["blurb"] = blurb_score(blurb_tasks, {t: categories[t] for t in blurb_tasks}) if blurb_tasks else None
+        table["rows"].append(entry)
+    return table
+
+
+def format_table(table: dict[str, Any]) -> str:
+    """A plain-text table: rows = runs, columns = tasks, then Avg and BLURB."""
+    tasks = table["tasks"]
+    header = ["run", "stage", *tasks, "avg", "blurb"]
+    lines = [header]
+    for row in table["rows"]:
+        cells = [row["name"], row["stage"]]
+        cells += [f"{row['primary'][t]:.4f}" if t in row["primary"] else "-" for t in tasks]
+        cells += [f"{row['average']:.4f}" if row["average"] is not None else "-",
+                  f"{row['blurb']:.4f}" if row["blurb"] is not None else "-"]
+        lines.append(cells)
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    out = []
+    for i, line in enumerate(lines):
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)

@@ -1,0 +1,38 @@
+"""MT-BERT-Fine-Tune (from a refined run) and the single-task baseline (from a plain encoder).
+
+Both are the same code path: one task, a new head, trained alone. From a refined run the
+encoder comes from `<run>/encoder` and the default learning rate is the smaller fine-tuning
+one (seed 004 section 4.2); without `--from` it is the single-task baseline at the refine rate.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.common import data_dir_for, resolve_tasks
+from mtbio.experiments.training_run import train_tasks
+from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
+
+
+def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
+    """Fine-tune each task separately; returns (run directory, results) per task."""
+    tasks = resolve_tasks(config)
+    if config.from_run:
+        source_dir = Path(config.from_run)
+        if not (source_dir / "encoder" / "config.json").is_file():
+            raise MtbioError(f"--from {source_dir}: not an mtbio run directory (no encoder/config.json)")
+        if config.encoder:
+            raise MtbioError("give either --from RUN_DIR (fine-tune a refined encoder) or --encoder, not both")
+        encoder_source: str | None = str(source_dir / "encoder")
+        base = Path(config.output) if config.output else source_dir / "finetune"
+        stage, lr = "finetune", config.learning_rate(FINETUNE_LR)
+    else:
+        encoder_source = config.encoder
+        base = Path(config.output) if config.output else Path("runs") / "single-task"
+        stage, lr = "single-task", config.learning_rate(REFINE_LR)
+    runs = []
+    for task in tasks:
+        run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
+        runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config))))
+    return runs

@@ -1,0 +1,116 @@
+"""One training run, shared by refine (several tasks) and finetune (one task): build the model,
+train it, keep the best dev weights, score test once if asked, and write the run directory.
+
+    <run_dir>/
+        encoder/            best-dev encoder + tokenizer (plain HF `save_pretrained`)
+        heads/<task>/       head_config.json + model.safetensors
+        tasks/<task>.yml    the resolved task definitions
+        config.yaml         the resolved run config
+        metrics.jsonl       one line per evaluation
+        results.json        final scores, stage, throughput
+        checkpoints/        resumable training state (safetensors + JSON)
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from accelerate.utils import set_seed
+
+from mtbio.data.pipeline import TaskData, load_task_data
+from mtbio.errors import MtbioError
+from mtbio.model.encoder import load_encoder, load_tokenizer
+from mtbio.model.heads import HeadConfig, build_head
+from mtbio.model.multitask import MultiTaskModel
+from mtbio.model.persist import load_model, save_model
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import RunConfig, save_config
+from mtbio.training.trainer import Trainer, make_accelerator
+
+log = logging.getLogger(__name__)
+
+STAGES = ("refine", "finetune", "single-task")
+
+
+def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
+    return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
+                      dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight)
+
+
+def prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    """Refuse to silently overwrite a finished or interrupted run."""
+    if run_dir.exists() and any(run_dir.iterdir()) and not resume:
+        raise MtbioError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --output")
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        (directory / f"{task.name}.yml").write_text(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
+
+
+def train_tasks(
+    tasks: list[TaskDef],
+    config: RunConfig,
+    run_dir: Path,
+    encoder_source: str | None,
+    lr: float,
+    stage: str,
+    data_dir: Path | None,
+) -> dict[str, Any]:
+    """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content."""
+    prepare_run_dir(run_dir, config.resume)
+    accelerator = make_accelerator(config.mixed_precision)
+    set_seed(config.seed)
+    tokenizer = load_tokenizer(encoder_source)
+    splits = ["train", "dev"] + (["test"] if config.eval_test else [])
+    data: dict[str, TaskData] = {}
+    for task in tasks:
+        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.max_train_examples, config.max_length)
+        for split in ("train", "dev"):
+            if len(data[task.name].splits[split]) == 0:
+                raise MtbioError(f"task '{task.name}': the {split} split is empty")
+
+    encoder = load_encoder(encoder_source)
+    hidden = int(encoder.config.hidden_size)
+    model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
+
+    if accelerator.is_main_process:
+        write_task_defs(tasks, run_dir / "tasks")
+        save_config(config, run_dir / "config.yaml")
+
+    trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
+                      on_best=lambda m: save_model(m, tokenizer, run_dir))
+    started = time.time()
+    state = trainer.train()
+    accelerator.wait_for_everyone()
+
+    # Final scores come from the best-dev weights on disk, so they equal what users reload.
+    best, _ = load_model(run_dir, [t.name for t in tasks])
+    trainer.unwrapped.load_state_dict(best.state_dict())
+    dev = trainer.evaluate("dev")
+    test = trainer.evaluate("test") if config.eval_test else {}
+    results = {
+        "stage": stage,
+        "tasks": [t.name for t in tasks],
+        "encoder_source": encoder_source,
+        "best_step": state.best_step,
+        "steps": state.global_step,
+        "selection_score": state.best_score,
+        "dev": dev,
+        "test": test,
+        "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
+        "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
+        "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
+        "wall_seconds": time.time() - started,
+    }
+    if accelerator.is_main_process:
+        if test:
+            trainer.log_metrics("test", test)
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
