@@ -98,12 +98,13 @@ def _clean(msg: str) -> str:
 
 
 def _check_registered_names(path: Path, task: TaskDef) -> None:
-    from mtbio.data.readers import READERS
+    from mtbio.data.readers import READERS, reader_problems
     from mtbio.evaluation.metrics import METRICS
 
     problems = []
     if task.format not in READERS:
         problems.append(("format", f"unknown format '{task.format}' (known: {', '.join(READERS.names())})"))
+    problems.extend(reader_problems(task))
     for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]:
         if metric not in METRICS:
             problems.append((key, f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})"))

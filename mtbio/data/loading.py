@@ -1,0 +1,167 @@
+"""From a task definition and a data directory to checked `Example`s for one split.
+
+    examples = read_split(task, "train", data_dir)
+
+`read_split` reads the split's files with the task's reader, applies `label_map`, and checks
+every label (class in `label_list`, tags in the tag set, a finite float for regression); a bad
+label raises `DataFormatError` naming the example's file and line. Corpora without an official
+split (`files: {all: ...}` + `derived_split`) are split by document: see `derived_split_of`.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from pathlib import Path
+from typing import NoReturn
+
+from mtbio.data.example import Example, Label
+from mtbio.data.readers import READERS
+from mtbio.errors import DataFormatError, MissingDataError, MtbioError
+from mtbio.tasks.loading import split_paths
+from mtbio.tasks.schema import SPLITS, DerivedSplit, TaskDef
+
+
+def read_split(task: TaskDef, split: str, data_dir: Path | str, max_examples: int | None = None) -> list[Example]:
+    """The checked examples of `split` ("train", "dev" or "test"), in file order.
+
+    `max_examples` keeps a deterministic subset: the examples whose sha256(uid) sort first,
+    returned in file order. The subset does not depend on file order, and a smaller subset is
+    always contained in a larger one.
+    """
+    if split not in SPLITS:
+        raise MtbioError(f"unknown split '{split}' (use {', '.join(SPLITS)})")
+    if split not in task.has_splits:
+        raise MtbioError(f"task '{task.name}' has no '{split}' split (it has: {', '.join(task.has_splits)})")
+    data_dir = Path(data_dir)
+    paths = split_paths(task, split, data_dir)
+    _require(task, split, paths)
+    examples = _read_files(task, paths)
+    if task.derived_split is not None:
+        examples = [ex for ex in examples if derived_split_of(ex, task.derived_split) == split]
+    if max_examples is not None:
+        examples = _subset(examples, max_examples)
+    return examples
+
+
+def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
+    """Number of examples per split whose files are all present (missing splits are absent)."""
+    data_dir = Path(data_dir)
+    if task.derived_split is not None:
+        paths = split_paths(task, "train", data_dir)
+        if not paths or any(not p.exists() for p in paths):
+            return {}
+        counts = Counter(derived_split_of(ex, task.derived_split) for ex in _read_files(task, paths))
+        return {s: counts.get(s, 0) for s in SPLITS}
+    sizes = {}
+    for split in task.has_splits:
+        paths = split_paths(task, split, data_dir)
+        if paths and all(p.exists() for p in paths):
+            sizes[split] = len(_read_files(task, paths))
+    return sizes
+
+
+def derived_split_of(example: Example, rule: DerivedSplit) -> str:
+    """train/dev/test for an example of a corpus without an official split.
+
+    u = the first 8 bytes of sha256("<seed>:<group>") as a fraction in [0, 1); train if
+    u < train, dev if u < train + dev, else test. `group` is the document id (the uid when an
+    example has none), so a document never straddles two splits, and the assignment depends
+    only on the seed and the id: not on file order, the machine or PYTHONHASHSEED.
+    """
+    key = example.group if example.group is not None else example.uid
+    digest = hashlib.sha256(f"{rule.seed}:{key}".encode("utf-8")).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    if u < rule.train:
+        return "train"
+    if u < rule.train + rule.dev:
+        return "dev"
+    return "test"
+
+
+def _require(task: TaskDef, split: str, paths: list[Path]) -> None:
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        hint = f"; {task.access}" if task.access else ""
+        raise MissingDataError(
+            f"task '{task.name}': {split} data missing: put it at {', '.join(str(p) for p in missing)}{hint}"
+        )
+
+
+def _read_files(task: TaskDef, paths: list[Path]) -> list[Example]:
+    reader = READERS.get(task.format)
+    check = _LabelCheck(task)
+    examples: list[Example] = []
+    seen: Counter[str] = Counter()
+    for path in paths:
+        for ex in reader(path, task):
+            ex.label = check(ex)
+            seen[ex.uid] += 1
+            if seen[ex.uid] > 1:  # e.g. BLUE i2b2 repeats a pair's index for each of its labels
+                ex.uid = f"{ex.uid}#{seen[ex.uid]}"
+            examples.append(ex)
+    return examples
+
+
+def _subset(examples: list[Example], n: int) -> list[Example]:
+    if n < 0:
+        raise MtbioError(f"max_examples must be >= 0, got {n}")
+    if n >= len(examples):
+        return examples
+    ranked = sorted(range(len(examples)), key=lambda i: hashlib.sha256(examples[i].uid.encode("utf-8")).digest())
+    keep = sorted(ranked[:n])
+    return [examples[i] for i in keep]
+
+
+class _LabelCheck:
+    """Maps a raw label through `label_map` and checks it against the task's label vocabulary."""
+
+    def __init__(self, task: TaskDef):
+        self.task = task
+        self.allowed = frozenset(task.label_list)
+        self.label_map = task.label_map
+
+    def __call__(self, ex: Example) -> Label:
+        kind = self.task.type
+        if ex.label is None:
+            self._fail(ex, "no label")
+        if kind == "regression":
+            return self._number(ex)
+        if kind == "classification":
+            if not isinstance(ex.label, str):
+                self._fail(ex, f"expected one class label, got {ex.label!r}")
+            return self._one(ex, ex.label)  # type: ignore[arg-type]
+        if not isinstance(ex.label, list):
+            self._fail(ex, f"expected a list of labels, got {ex.label!r}")
+        labels = [self._one(ex, x) for x in ex.label]  # type: ignore[union-attr]
+        if kind == "tagging" and (ex.tokens is None or len(labels) != len(ex.tokens)):
+            self._fail(ex, "tagging example needs one tag per token")
+        if kind == "multilabel":
+            labels = list(dict.fromkeys(labels))
+        return labels
+
+    def _one(self, ex: Example, raw: str) -> str:
+        if not isinstance(raw, str):
+            self._fail(ex, f"expected a string label, got {raw!r}")
+        label = self.label_map.get(raw, raw)
+        if label not in self.allowed:
+            what = "tag" if self.task.type == "tagging" else "label"
+            mapped = f" (mapped from '{raw}')" if label != raw else ""
+            self._fail(ex, f"{what} '{label}'{mapped} is not among the labels of task '{self.task.name}': "
+                           f"{', '.join(self.task.label_list)}")
+        return label
+
+    def _number(self, ex: Example) -> float:
+        try:
+            value = float(ex.label)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            self._fail(ex, f"regression label must be a number, got {ex.label!r}")
+        if not math.isfinite(value):
+            self._fail(ex, f"regression label must be finite, got {ex.label!r}")
+        return value
+
+    def _fail(self, ex: Example, message: str) -> NoReturn:
+        path, _, line = ex.origin.rpartition(":")
+        if path and line.isdigit():
+            raise DataFormatError(path, int(line), message)
+        raise DataFormatError(ex.origin, None, message)
