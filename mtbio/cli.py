@@ -43,6 +43,39 @@ def tasks() -> None:
     """Inspect and validate task definitions and their data."""
 
 
+@tasks.command("list")
+@click.option("--domain", help="Only the tasks of this domain (domains.yml).")
+@click.option("--data-dir", help="Where the datasets live (default: MTBIO_DATA_DIR).")
+@click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable).")
+def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, ...]) -> None:
+    """Table of tasks with the split sizes found under the data directory."""
+    from mtbio.tasks.loading import load_catalog, resolve_data_dir
+    from mtbio.tasks.report import format_table, task_row
+
+    catalog = load_catalog(task_defs)
+    selected = catalog.resolve(domain=domain) if domain else list(catalog.tasks.values())
+    root = resolve_data_dir(data_dir)
+    click.echo(format_table([task_row(t, root) for t in selected]))
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--data-dir", help="Where the datasets live (default: MTBIO_DATA_DIR).")
+def tasks_check(path: str, data_dir: str | None) -> None:
+    """Validate a task definition and its data; one line per problem, exit status 1 if any."""
+    from pathlib import Path
+
+    from mtbio.tasks.loading import resolve_data_dir
+    from mtbio.tasks.report import check_task_file
+
+    result = check_task_file(Path(path), resolve_data_dir(data_dir))
+    for problem in result.problems:
+        click.echo(f"error: {problem}", err=True)
+    if not result.ok:
+        sys.exit(1)
+    click.echo(result.summary)
+
+
 # ---- training stages --------------------------------------------------------------------------
 def _comma_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None

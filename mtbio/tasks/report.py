@@ -1,0 +1,120 @@
+"""What `mtbio tasks list` and `mtbio tasks check` report: task tables and definition checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mtbio.errors import MtbioError, TaskDefinitionError
+from mtbio.tasks.loading import load_task_def, split_paths
+from mtbio.tasks.schema import SPLITS, TaskDef
+
+NO_DATA_DIR = "no data directory (pass --data-dir or set MTBIO_DATA_DIR)"
+
+
+@dataclass
+class TaskRow:
+    """One line of `mtbio tasks list`."""
+
+    name: str
+    type: str
+    category: str
+    domain: str
+    labels: int
+    sizes: dict[str, int] = field(default_factory=dict)
+    status: str = "ok"
+
+
+def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
+    """The task's row: sizes of the splits found under `data_dir` and what is missing or broken."""
+    from mtbio.data.loading import split_sizes
+
+    row = TaskRow(task.name, task.type, task.category, task.domain, len(task.label_list))
+    if data_dir is None:
+        row.status = NO_DATA_DIR
+        return row
+    try:
+        row.sizes = split_sizes(task, data_dir)
+    except MtbioError as exc:
+        row.status = f"error: {exc}"
+        return row
+    missing = missing_paths(task, data_dir)
+    if missing:
+        row.status = missing_message(task, missing)
+    return row
+
+
+def missing_paths(task: TaskDef, data_dir: Path) -> list[Path]:
+    """Declared data files (or directories) that are not under `data_dir`, in split order."""
+    paths: list[Path] = []
+    for split in ["all", *SPLITS]:
+        if split in task.files:
+            paths += [p for p in split_paths(task, split, data_dir) if not p.exists() and p not in paths]
+    return paths
+
+
+def missing_message(task: TaskDef, missing: list[Path]) -> str:
+    """'missing — put files at …; <access>' (credentialed data is never shipped)."""
+    where = ", ".join(str(p) for p in missing)
+    access = f"; {task.access}" if task.access else ""
+    kind = " (credentialed)" if task.credentialed else ""
+    return f"missing{kind} — put files at {where}{access}"
+
+
+def format_table(rows: list[TaskRow]) -> str:
+    """A plain-text table, one task per line."""
+    header = ["task", "type", "category", "domain", "labels", "train", "dev", "test", "status"]
+    lines = [header]
+    for r in rows:
+        sizes = [str(r.sizes[s]) if s in r.sizes else "-" for s in SPLITS]
+        labels = str(r.labels) if r.type != "regression" else "-"
+        lines.append([r.name, r.type, r.category, r.domain, labels, *sizes, r.status])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    right = {4, 5, 6, 7}
+    out = []
+    for line in lines:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))]
+        out.append("  ".join(cells + [line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+@dataclass
+class CheckResult:
+    """Outcome of `check_task_file`: problems (one line each) or a one-line summary."""
+
+    problems: list[str]
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
+    """Validate a task definition and, given a data directory, every split of its data.
+
+    Checks, in order: YAML syntax and duplicate keys, the schema (types, unknown fields, label
+    consistency), reader/metric names and the reader's columns/options, that the data files
+    exist, and that every split reads cleanly with valid labels.
+    """
+    from mtbio.data.loading import read_split
+
+    try:
+        task = load_task_def(path)
+    except TaskDefinitionError as exc:
+        return CheckResult(str(exc).splitlines(), "")
+    if data_dir is None:
+        return CheckResult([], f"ok: {task.name} ({task.type}, format {task.format}); data not checked: {NO_DATA_DIR}")
+    missing = missing_paths(task, data_dir)
+    problems = [f"{path}: task '{task.name}': {missing_message(task, [m])}" for m in missing]
+    sizes: dict[str, int] = {}
+    for split in task.has_splits:
+        if any(not p.exists() for p in split_paths(task, split, data_dir)):
+            continue
+        try:
+            sizes[split] = len(read_split(task, split, data_dir))
+        except MtbioError as exc:
+            problems.append(f"task '{task.name}' {split}: {exc}")
+            if task.derived_split is not None:
+                break  # the same files back every derived split: one report is enough
+    counts = ", ".join(f"{s} {n}" for s, n in sizes.items())
+    return CheckResult(problems, f"ok: {task.name} ({task.type}, format {task.format}): {counts}")
