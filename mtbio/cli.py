@@ -17,6 +17,9 @@ from mtbio.errors import MtbioError
 # Reading local files must never wait on the network: datasets' download counter is switched off.
 os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# mtbio shows its own progress bar; the libraries' per-file load/save bars are noise here.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 
 class _Group(click.Group):

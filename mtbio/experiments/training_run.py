@@ -90,11 +90,12 @@ def train_tasks(
     state = trainer.train()
     accelerator.wait_for_everyone()
 
-    # Final scores come from the best-dev weights on disk, so they equal what users reload.
-    best, _ = load_model(run_dir, [t.name for t in tasks])
-    trainer.unwrapped.load_state_dict(best.state_dict())
-    dev = trainer.evaluate("dev")
-    test = trainer.evaluate("test") if config.eval_test else {}
+    dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
+    test: dict[str, dict[str, float]] = {}
+    if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
+        best, _ = load_model(run_dir, [t.name for t in tasks])
+        trainer.unwrapped.load_state_dict(best.state_dict())
+        test = trainer.evaluate("test")
     results = {
         "stage": stage,
         "tasks": [t.name for t in tasks],

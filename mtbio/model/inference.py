@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -18,9 +18,12 @@ def predict_split(
     pad_token_id: int,
     batch_size: int = 64,
     device: torch.device | str = "cpu",
-    autocast: ContextManager[Any] | None = None,
+    autocast: Callable[[], ContextManager[Any]] | None = None,
 ) -> list[Any]:
-    """Predictions for every example of `data`, in the examples' order."""
+    """Predictions for every example of `data`, in the examples' order.
+
+    `autocast` makes a fresh mixed-precision context per batch (e.g. `accelerator.autocast`).
+    """
     was_training = model.training
     model.eval()
     head = model.heads[task]
@@ -29,7 +32,7 @@ def predict_split(
         for indices in data.eval_batches(batch_size):
             batch = {k: v.to(device) for k, v in data.batch(indices, pad_token_id).items()}
             batch.pop("labels", None)
-            with autocast or contextlib.nullcontext():
+            with autocast() if autocast else contextlib.nullcontext():
                 logits = model(task, **batch).logits
             for index, prediction in zip(indices, head.decode(logits, batch)):
                 predictions[index] = prediction

@@ -59,6 +59,7 @@ class TrainerState:
     epoch: int = 0
     best_score: float = -math.inf
     best_step: int = -1
+    best_scores: dict[str, dict[str, float]] = field(default_factory=dict)
     mixer: dict[str, Any] = field(default_factory=dict)
     examples_seen: int = 0
     tokens_seen: int = 0
@@ -184,7 +185,7 @@ class Trainer:
                 continue
             part = data.splits[split]
             predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
-                                        self.accelerator.device, self.accelerator.autocast())
+                                        self.accelerator.device, self.accelerator.autocast)
             gold = [ex.label for ex in part.examples]
             groups = [ex.group for ex in part.examples]
             results[name] = score_task(data.task, gold, predictions, groups)
@@ -198,6 +199,7 @@ class Trainer:
         improved = selection > self.state.best_score
         if improved:
             self.state.best_score, self.state.best_step = selection, self.state.global_step
+            self.state.best_scores = scores
             if self.on_best is not None and self.accelerator.is_main_process:
                 self.on_best(self.unwrapped)
         self.log_metrics("dev", scores, selection=selection, best=improved)

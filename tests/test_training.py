@@ -1,0 +1,147 @@
+"""Refine / finetune / evaluate / predict end to end on the packaged samples with a tiny random BERT."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mtbio.experiments.demo import SAMPLE_DIR
+from mtbio.experiments.finetune import finetune
+from mtbio.experiments.refine import refine
+from mtbio.training.config import RunConfig
+
+SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer, 32-wide BERT with the MiniLM vocabulary, saved as a local HF directory."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from mtbio.model.encoder import default_encoder_path
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def _config(tmp: Path, encoder: str, **overrides: object) -> RunConfig:
+    values = dict(tasks=["demo-ner", "demo-relation", "demo-sts"], task_defs=[SAMPLE_DEFS], data_dir=str(SAMPLE_DIR),
+                  encoder=encoder, output=str(tmp / "refine"), max_steps=6, batch_size=8, max_train_examples=40,
+                  seed=3, max_length=48)
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+def test_refine_writes_a_complete_run_directory(tmp_path: Path, tiny_encoder: str) -> None:
+    run_dir, results = refine(_config(tmp_path, tiny_encoder))
+    assert (run_dir / "encoder" / "config.json").is_file()
+    assert (run_dir / "encoder" / "model.safetensors").is_file()
+    for task in ("demo-ner", "demo-relation", "demo-sts"):
+        assert (run_dir / "heads" / task / "head_config.json").is_file()
+        assert (run_dir / "heads" / task / "model.safetensors").is_file()
+        assert (run_dir / "tasks" / f"{task}.yml").is_file()
+        assert set(results["dev"][task]) >= {"entity_f1"} | set() if task == "demo-ner" else True
+    assert (run_dir / "config.yaml").is_file()
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(line)["split"] == "dev" for line in lines)
+    assert results["steps"] == 6 and results["test"] == {}
+    assert not list(run_dir.rglob("*.bin")) and not list(run_dir.rglob("*.pt")) and not list(run_dir.rglob("*.pkl"))
+
+
+def test_finetune_from_refined_run_uses_its_encoder_and_new_head(tmp_path: Path, tiny_encoder: str) -> None:
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder))
+    [(ft_dir, results)] = finetune(_config(tmp_path, None, tasks=["demo-relation"], encoder=None, from_run=str(run_dir),
+                                           output=str(tmp_path / "ft")))
+    assert ft_dir == tmp_path / "ft" / "demo-relation"
+    assert results["stage"] == "finetune" and results["encoder_source"] == str(run_dir / "encoder")
+    assert sorted(p.name for p in (ft_dir / "heads").iterdir()) == ["demo-relation"]
+    saved = json.loads((ft_dir / "results.json").read_text())
+    assert saved["dev"]["demo-relation"]["micro_f1"] == results["dev"]["demo-relation"]["micro_f1"]
+
+
+def test_saved_run_reloads_in_a_fresh_process_with_identical_predictions(tmp_path: Path, tiny_encoder: str) -> None:
+    import mtbio
+
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder))
+    texts = ["Aspirin may increase the effect of @DRUG$ when given with @DRUG$ .", "No interaction of @DRUG$ with @DRUG$ ."]
+    before = mtbio.load(run_dir).predict("demo-relation", texts)
+    tags_before = mtbio.load(run_dir).predict("demo-ner", ["Cisplatin induced nephrotoxicity in rats ."])
+    script = (
+        "import json, sys, mtbio\n"
+        f"run = mtbio.load({str(run_dir)!r})\n"
+        f"print(json.dumps([run.predict('demo-relation', {texts!r}), run.predict('demo-ner', ['Cisplatin induced nephrotoxicity in rats .'])]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ.copy())
+    after, tags_after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert after == before and tags_after == tags_before
+    # a project that never imports mtbio loads the encoder with plain transformers
+    plain = ("from transformers import AutoModel, AutoTokenizer\n"
+             f"m = AutoModel.from_pretrained({str(run_dir / 'encoder')!r}); t = AutoTokenizer.from_pretrained({str(run_dir / 'encoder')!r})\n"
+             "import sys; print(type(m).__name__, 'mtbio' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, check=True, env=os.environ.copy())
+    assert out.stdout.split() == ["BertModel", "False"]
+
+
+def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    newest = sorted((run_dir / "checkpoints").glob("step-*"))[-1]
+    return load_file(str(newest / "model.safetensors"))
+
+
+def _refine_command(output: Path, encoder: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mtbio", "refine", "--tasks", "demo-ner,demo-relation", "--task-defs", SAMPLE_DEFS,
+            "--data-dir", str(SAMPLE_DIR), "--encoder", encoder, "--output", str(output), "--max-steps", "12",
+            "--batch-size", "8", "--max-train-examples", "48", "--save-every", "2", "--seed", "5", "--max-length", "48",
+            *extra]
+
+
+def test_killed_refine_resumes_to_the_same_weights(tmp_path: Path, tiny_encoder: str) -> None:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    subprocess.run(_refine_command(tmp_path / "straight", tiny_encoder), check=True, env=env, capture_output=True)
+
+    interrupted = tmp_path / "interrupted"
+    proc = subprocess.Popen(_refine_command(interrupted, tiny_encoder), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (interrupted / "checkpoints" / "step-00000006" / "manifest.json").exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (interrupted / "checkpoints" / "step-00000012").exists(), "the run finished before it was killed"
+    resumed = subprocess.run(_refine_command(interrupted, tiny_encoder, "--resume"), env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+    a, b = _final_weights(tmp_path / "straight"), _final_weights(interrupted)
+    assert set(a) == set(b)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
+
+
+def test_rerun_without_resume_is_refused(tmp_path: Path, tiny_encoder: str) -> None:
+    from mtbio.errors import MtbioError
+
+    refine(_config(tmp_path, tiny_encoder, max_steps=2))
+    with pytest.raises(MtbioError, match="--resume"):
+        refine(_config(tmp_path, tiny_encoder, max_steps=2))
+
+
+def test_fp16_on_cpu_is_refused_clearly(tmp_path: Path, tiny_encoder: str) -> None:
+    from mtbio.errors import MtbioError
+
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is valid on a GPU")
+    with pytest.raises(MtbioError, match="fp16 needs a GPU"):
+        refine(_config(tmp_path, tiny_encoder, mixed_precision="fp16"))
