@@ -7,6 +7,7 @@ the field.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -25,15 +26,21 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate mapping keys, naming the line."""
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping key given twice (PyYAML would silently keep the last value)."""
+
+    def __init__(self, key: Any, first_line: int, mark: yaml.Mark):
+        self.key = key
+        super().__init__(None, None, f"duplicate key '{key}' (first at line {first_line})", mark)
+
+
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key '{key}' (first at line {seen[key]})", key_node.start_mark
-            )
+            raise DuplicateKeyError(key, seen[key], key_node.start_mark)
         seen[key] = line
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
@@ -54,7 +61,8 @@ def read_yaml(path: Path) -> Any:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         task = _guess_task_name(text)
-        raise TaskDefinitionError(path, task, None, f"{where}{problem}") from None
+        field = str(exc.key) if isinstance(exc, DuplicateKeyError) else None
+        raise TaskDefinitionError(path, task, field, f"{where}{problem}") from None
 
 
 def _guess_task_name(text: str) -> str | None:
@@ -74,7 +82,7 @@ def load_task_def(path: Path | str) -> TaskDef:
     try:
         task = TaskDef.model_validate(data)
     except ValidationError as exc:
-        errors = [TaskDefinitionError(path, name, describe_type_error(e["loc"]), _clean(e["msg"])) for e in exc.errors()]
+        errors = [TaskDefinitionError(path, name, *_field_and_message(e["loc"], e["msg"])) for e in exc.errors()]
         raise TaskDefinitionErrors(errors) from None
     _check_registered_names(path, task)
     return task
@@ -95,6 +103,16 @@ class TaskDefinitionErrors(TaskDefinitionError):
 
 def _clean(msg: str) -> str:
     return msg.removeprefix("Value error, ")
+
+
+def _field_and_message(loc: tuple[Any, ...], msg: str) -> tuple[str, str]:
+    """The field a pydantic error is about; cross-field checks put it in front of the message."""
+    msg = _clean(msg)
+    if not loc:
+        match = re.match(r"([a-z_][a-z0-9_.]*): (.+)", msg, re.DOTALL)
+        if match:
+            return match.group(1), match.group(2)
+    return describe_type_error(loc), msg
 
 
 def _check_registered_names(path: Path, task: TaskDef) -> None:

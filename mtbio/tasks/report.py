@@ -104,8 +104,10 @@ def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
         return CheckResult(str(exc).splitlines(), "")
     if data_dir is None:
         return CheckResult([], f"ok: {task.name} ({task.type}, format {task.format}); data not checked: {NO_DATA_DIR}")
-    missing = missing_paths(task, data_dir)
-    problems = [f"{path}: task '{task.name}': {missing_message(task, [m])}" for m in missing]
+    problems = []
+    for key in task.files:
+        for missing in [p for p in split_paths(task, key, data_dir) if not p.exists()]:
+            problems.append(str(TaskDefinitionError(path, task.name, f"files.{key}", missing_message(task, [missing]))))
     sizes: dict[str, int] = {}
     for split in task.has_splits:
         if any(not p.exists() for p in split_paths(task, split, data_dir)):

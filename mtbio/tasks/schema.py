@@ -87,27 +87,28 @@ class TaskDef(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "TaskDef":
+        """Cross-field checks. Each message starts with "<field>: " so loaders can name the field."""
         if ("all" in self.files) != (self.derived_split is not None):
-            raise ValueError("files: {all: ...} needs derived_split, and derived_split needs files: {all: ...}")
+            raise ValueError("derived_split: files: {all: ...} needs derived_split, and derived_split needs files: {all: ...}")
         if self.type == "regression":
             if self.labels:
-                raise ValueError("a regression task has no labels")
+                raise ValueError("labels: a regression task has no labels")
         else:
             if not self.labels:
-                raise ValueError(f"a {self.type} task needs labels")
+                raise ValueError(f"labels: a {self.type} task needs labels")
             if len(set(self.labels)) != len(self.labels):
-                raise ValueError("labels contain duplicates")
+                raise ValueError("labels: labels contain duplicates")
             if self.type == "classification" and len(self.labels) < 2:
-                raise ValueError("a classification task needs at least two labels")
-        if self.negative_label is not None and self.negative_label not in (self.labels or []):
-            raise ValueError(f"negative_label '{self.negative_label}' is not in labels")
-        for raw, mapped in self.label_map.items():
-            if mapped not in (self.labels or []):
-                raise ValueError(f"label_map maps '{raw}' to '{mapped}', which is not in labels")
+                raise ValueError("labels: a classification task needs at least two labels")
         if self.type == "tagging" and self.tagging_scheme is None:
-            raise ValueError("a tagging task needs tagging_scheme (IOB2, IO or IOBES)")
+            raise ValueError("tagging_scheme: a tagging task needs tagging_scheme (IOB2, IO or IOBES)")
         if self.type != "tagging" and self.tagging_scheme is not None:
-            raise ValueError("tagging_scheme applies to tagging tasks only")
+            raise ValueError("tagging_scheme: tagging_scheme applies to tagging tasks only")
+        if self.negative_label is not None and self.negative_label not in (self.labels or []):
+            raise ValueError(f"negative_label: '{self.negative_label}' is not in labels")
+        for raw, mapped in self.label_map.items():
+            if mapped not in self.label_list:
+                raise ValueError(f"label_map: maps '{raw}' to '{mapped}', which is not in labels")
         return self
 
     @property
