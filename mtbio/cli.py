@@ -52,13 +52,10 @@ def tasks() -> None:
 @click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable).")
 def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, ...]) -> None:
     """Table of tasks with the split sizes found under the data directory."""
-    from mtbio.tasks.loading import load_catalog, resolve_data_dir
-    from mtbio.tasks.report import format_table, task_row
+    from mtbio.tasks.loading import resolve_data_dir
+    from mtbio.tasks.report import tasks_table
 
-    catalog = load_catalog(task_defs)
-    selected = catalog.resolve(domain=domain) if domain else list(catalog.tasks.values())
-    root = resolve_data_dir(data_dir)
-    click.echo(format_table([task_row(t, root) for t in selected]))
+    click.echo(tasks_table(resolve_data_dir(data_dir), domain, task_defs))
 
 
 @tasks.command("check")

@@ -221,6 +221,9 @@ def test_brat_discontinuous_and_overlapping(tmp_path):
     write(tmp_path / "docs/N1_inc.ann", "T1\tCondition 22 99\tpain\n")
     with pytest.raises(DataFormatError, match=r"N1_inc\.ann:1: span 22-99 outside the text"):
         read_train(task, tmp_path)
+    as_tags = task.model_copy(update={"labels": ["O", "B-Condition", "I-Condition"]})
+    with pytest.raises(MtbioError, match="entity types \\(not tags\\) as labels"):
+        read_train(as_tags, tmp_path)
 
 
 # ---- malformed input: DataFormatError naming file and line ---------------------------------------
@@ -243,6 +246,8 @@ def test_brat_discontinuous_and_overlapping(tmp_path):
           "metric": "entity_f1"}, "a\tB-X\nb\n", 2, "expected 2 fields"),  # tag line with no tag
         ({"type": "tagging", "format": "conll", "columns": {}, "labels": ["X"], "tagging_scheme": "IOB2",
           "metric": "entity_f1"}, "a\tB-X\n\nb\tB-Y\n", 3, "tag 'B-Y' is not among the labels"),
+        ({"type": "tagging", "format": "conll", "columns": {}, "labels": ["X"], "tagging_scheme": "IOB2",
+          "metric": "entity_f1"}, "a\tB-X\n \tO\n", 2, "empty token"),
         ({"type": "multilabel", "format": "hoc", "columns": {}, "labels": ["h0", "h1"],
           "label_map": {"0": "h0", "1": "h1"}, "metric": "hoc_f1"},
          "labels\tsentence\tindex\n0_1,1_0\ts\t1_s0\n0_2,1_0\ts\t1_s1\n", 3, "bad label item '0_2'"),

@@ -48,6 +48,11 @@ def test_list_unknown_domain_is_one_error_line():
     assert result.stderr.startswith("error: unknown domain 'nope'")
 
 
+def test_missing_data_dir_is_one_error_line():
+    result = CliRunner().invoke(main, ["tasks", "list", "--data-dir", "/no/such/dir"])
+    assert result.exit_code == 2 and result.stderr == "error: data directory not found: /no/such/dir\n"
+
+
 def test_check_ok(fixtures_dir: Path):
     result = CliRunner().invoke(main, ["tasks", "check", str(BUILTIN_TASK_DEFS / "mednli.yml"),
                                        "--data-dir", str(fixtures_dir / "data")])

@@ -25,6 +25,9 @@ from mtbio.tasks.schema import SPLITS, DerivedSplit, TaskDef
 def read_split(task: TaskDef, split: str, data_dir: Path | str, max_examples: int | None = None) -> list[Example]:
     """The checked examples of `split` ("train", "dev" or "test"), in file order.
 
+    A uid repeated within a split (BLUE's i2b2-2010 repeats a pair's index for each of its
+    labels) gets a suffix, `#2`, `#3`..., so uids are unique.
+
     `max_examples` keeps a deterministic subset: the examples whose sha256(uid) sort first,
     returned in file order. The subset does not depend on file order, and a smaller subset is
     always contained in a larger one.

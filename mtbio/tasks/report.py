@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from mtbio.errors import MtbioError, TaskDefinitionError
-from mtbio.tasks.loading import load_task_def, split_paths
+from mtbio.tasks.loading import load_catalog, load_task_def, split_paths
 from mtbio.tasks.schema import SPLITS, TaskDef
 
 NO_DATA_DIR = "no data directory (pass --data-dir or set MTBIO_DATA_DIR)"
@@ -22,6 +23,19 @@ class TaskRow:
     labels: int
     sizes: dict[str, int] = field(default_factory=dict)
     status: str = "ok"
+
+
+def tasks_table(data_dir: Path | None, domain: str | None = None, extra_dirs: Iterable[str | Path] = ()) -> str:
+    """The `mtbio tasks list` table: every task (or a domain's) with sizes found under `data_dir`."""
+    _require_dir(data_dir)
+    catalog = load_catalog(extra_dirs)
+    selected = catalog.resolve(domain=domain) if domain else list(catalog.tasks.values())
+    return format_table([task_row(t, data_dir) for t in selected])
+
+
+def _require_dir(data_dir: Path | None) -> None:
+    if data_dir is not None and not data_dir.is_dir():
+        raise MtbioError(f"data directory not found: {data_dir}")
 
 
 def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
@@ -98,6 +112,7 @@ def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
     """
     from mtbio.data.loading import read_split
 
+    _require_dir(data_dir)
     try:
         task = load_task_def(path)
     except TaskDefinitionError as exc:

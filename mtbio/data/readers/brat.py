@@ -28,8 +28,8 @@ from typing import Iterator
 from mtbio.data.example import Example
 from mtbio.data.readers.base import register
 from mtbio.data.readers.text import iter_lines, origin, read_text
-from mtbio.errors import DataFormatError
-from mtbio.tasks.schema import TaskDef
+from mtbio.errors import DataFormatError, MtbioError
+from mtbio.tasks.schema import TaskDef, expand_entity_types
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 SPAN = re.compile(r"^(\d+) (\d+)$")
@@ -48,6 +48,9 @@ def read_brat(path: Path, task: TaskDef) -> Iterator[Example]:
     """Examples (one per text line) from every .txt/.ann pair in the directory `path`."""
     if not path.is_dir():
         raise DataFormatError(path, None, "format 'brat' expects a directory of .txt and .ann files")
+    if task.tagging_scheme != "IOB2" or task.label_list != expand_entity_types(task.labels or [], "IOB2"):
+        raise MtbioError(f"task '{task.name}': format 'brat' writes IOB2 tags; use tagging_scheme: IOB2 and "
+                         "entity types (not tags) as labels")
     types = set(task.labels or [])
     texts = sorted(path.glob("*.txt"))
     if not texts:

@@ -72,6 +72,8 @@ def read_conll(path: Path, task: TaskDef) -> Iterator[Example]:
         tag = cells[tag_col].strip()
         if not tag:
             raise DataFormatError(path, line_no, "empty tag")
+        if not cells[token_col].strip():
+            raise DataFormatError(path, line_no, "empty token")
         if not tokens:
             start = line_no
             if group_col is not None and cells[int(group_col)].strip() not in ("", "-"):

@@ -42,13 +42,13 @@ def read_nli4ct(path: Path, task: TaskDef) -> Iterator[Example]:
     for uid, entry in data.items():
         line = lines.line_of(uid)
         where = f"example {uid}"
-        require_fields(entry, FIELDS, path, line, where)
+        require_fields(entry, FIELDS, path, line, where, strings=FIELDS)
         section = entry["Section_id"]
         if section not in SECTIONS:
             raise DataFormatError(path, line, f"{where}: unknown Section_id '{section}' (known: {', '.join(SECTIONS)})")
         premise = "Primary trial: " + reports.section(entry["Primary_id"], section, path, line)
         if entry["Type"] == "Comparison":
-            require_fields(entry, ("Secondary_id",), path, line, where)
+            require_fields(entry, ("Secondary_id",), path, line, where, strings=("Secondary_id",))
             premise += " Secondary trial: " + reports.section(entry["Secondary_id"], section, path, line)
         elif entry["Type"] != "Single":
             raise DataFormatError(path, line, f"{where}: Type must be Single or Comparison, got '{entry['Type']}'")

@@ -29,7 +29,7 @@ def read_pubmedqa(path: Path, task: TaskDef) -> Iterator[Example]:
     lines = KeyLines(text)
     for pmid, entry in data.items():
         line = lines.line_of(pmid)
-        require_fields(entry, FIELDS, path, line, f"entry {pmid}")
+        require_fields(entry, FIELDS, path, line, f"entry {pmid}", strings=("QUESTION", "final_decision"))
         contexts = entry["CONTEXTS"]
         if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
             raise DataFormatError(path, line, f"entry {pmid}: CONTEXTS must be a list of strings")

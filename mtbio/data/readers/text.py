@@ -63,7 +63,7 @@ class KeyLines:
         self._line = 1
 
     def line_of(self, key: str) -> int | None:
-        found = self._text.find(json.dumps(key), self._pos)
+        found = self._text.find(json.dumps(key, ensure_ascii=False), self._pos)
         if found < 0:
             return None
         self._line += self._text.count("\n", self._pos, found)
@@ -71,10 +71,14 @@ class KeyLines:
         return self._line
 
 
-def require_fields(record: Any, fields: tuple[str, ...], path: Path, line: int | None, what: str) -> None:
-    """Raise DataFormatError unless `record` is a JSON object with all `fields`."""
+def require_fields(record: Any, fields: tuple[str, ...], path: Path, line: int | None, what: str,
+                   strings: tuple[str, ...] = ()) -> None:
+    """Raise DataFormatError unless `record` is a JSON object with all `fields` (`strings` among them: str)."""
     if not isinstance(record, dict):
         raise DataFormatError(path, line, f"{what}: expected a JSON object, got {type(record).__name__}")
     missing = [f for f in fields if f not in record]
     if missing:
         raise DataFormatError(path, line, f"{what}: missing field(s) {', '.join(missing)}")
+    wrong = [f for f in strings if not isinstance(record[f], str)]
+    if wrong:
+        raise DataFormatError(path, line, f"{what}: field(s) {', '.join(wrong)} must be strings")
