@@ -345,3 +345,10 @@ def test_mqp_fixture_keeps_question_pairs_together(catalog, fixture_data):
         for ex in read_split(task, split, fixture_data):
             assert seen.setdefault(ex.group, split) == split
     assert len(seen) == 12
+
+
+def test_conll_docstart_without_id(tmp_path):
+    write(tmp_path / "train.tsv", "-DOCSTART- -X- O O\n\na O\n\n-DOCSTART-\n\nb O\nc O\n")
+    task = make_task(type="tagging", format="conll", columns={}, reader_options={"delimiter": " "}, labels=["X"],
+                     tagging_scheme="IOB2", metric="entity_f1")
+    assert [(e.tokens, e.group) for e in read_train(task, tmp_path)] == [(["a"], "train-doc1"), (["b", "c"], "train-doc2")]

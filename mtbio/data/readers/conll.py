@@ -6,8 +6,9 @@ columns (positions; negative counts from the end):
   group   optional document id column; a cell of "-" continues the previous sentence's document
           (the BLUE ShARe/CLEFE files name the report on a sentence's first token only)
 
-A line starting with `-DOCSTART-` starts a new document; the rest of the line (parentheses
-removed) becomes the `group` of the following sentences, e.g. `-DOCSTART- (10037531)` → 10037531.
+A line starting with `-DOCSTART-` starts a new document; the first word after it (parentheses
+removed) becomes the `group` of the following sentences, e.g. `-DOCSTART- (10037531)` → 10037531;
+without an id (`-DOCSTART-`, CoNLL-2003's `-DOCSTART- -X- O O`) documents are numbered `<file>-doc<n>`.
 
 reader_options:
   delimiter: str   field separator (default tab)
@@ -52,7 +53,9 @@ def read_conll(path: Path, task: TaskDef) -> Iterator[Example]:
                 yield sentence()
                 tokens, tags = [], []
             documents += 1
-            group = line[len(DOCSTART):].strip().strip("()").strip() or f"{path.stem}-doc{documents}"
+            words = line[len(DOCSTART):].split()
+            doc_id = words[0].strip("()") if words and words[0] != "-X-" else ""  # CoNLL-2003: -DOCSTART- -X- O O
+            group = doc_id or f"{path.stem}-doc{documents}"
             continue
         if not line.strip():
             if tokens:
