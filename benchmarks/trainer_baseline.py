@@ -91,7 +91,7 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path) -> dict[
     model = model_cls.from_pretrained(encoder, num_labels=len(labels))
     collator = DataCollatorForTokenClassification(tokenizer) if tagging else DataCollatorWithPadding(tokenizer)
     args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=HYPER["batch_size"],
-                             per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_ratio=HYPER["warmup"],
+                             per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_steps=HYPER["warmup"],
                              weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=HYPER["seed"],
                              lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no", report_to=[],
                              logging_steps=50, disable_tqdm=False, use_cpu=not torch.cuda.is_available())

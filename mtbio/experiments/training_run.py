@@ -41,11 +41,10 @@ def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight)
 
 
-def prepare_run_dir(run_dir: Path, resume: bool) -> None:
+def check_run_dir(run_dir: Path, resume: bool) -> None:
     """Refuse to silently overwrite a finished or interrupted run."""
     if run_dir.exists() and any(run_dir.iterdir()) and not resume:
         raise MtbioError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --output")
-    run_dir.mkdir(parents=True, exist_ok=True)
 
 
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
@@ -64,7 +63,7 @@ def train_tasks(
     data_dir: Path | None,
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content."""
-    prepare_run_dir(run_dir, config.resume)
+    check_run_dir(run_dir, config.resume)
     accelerator = make_accelerator(config.mixed_precision)
     set_seed(config.seed)
     tokenizer = load_tokenizer(encoder_source)
@@ -80,7 +79,8 @@ def train_tasks(
     hidden = int(encoder.config.hidden_size)
     model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
 
-    if accelerator.is_main_process:
+    if accelerator.is_main_process:  # created only once data and model have loaded
+        run_dir.mkdir(parents=True, exist_ok=True)
         write_task_defs(tasks, run_dir / "tasks")
         save_config(config, run_dir / "config.yaml")
 

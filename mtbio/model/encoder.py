@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
+from urllib.parse import urlparse
 from typing import Any
 
 from mtbio.errors import MtbioError
@@ -34,6 +36,17 @@ def _hub_offline() -> bool:
     return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One quick TCP connection to the hub (HF_ENDPOINT respected), instead of a minute of retries."""
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
     """Local directory → load; hub name → cache first, then the network, with one clear error."""
     if Path(name).expanduser().is_dir():
@@ -48,6 +61,11 @@ def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
         raise MtbioError(
             f"encoder '{name}' is neither a local directory nor in the Hugging Face cache, and offline mode is on "
             "(HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE); download it on a machine with a network or pass a local directory"
+        )
+    if not _hub_reachable():
+        raise MtbioError(
+            f"encoder '{name}' is neither a local directory nor in the Hugging Face cache, and the hub is unreachable; "
+            "connect to the network once to download it, or pass a local directory"
         )
     try:
         return loader.from_pretrained(name, **kwargs)
