@@ -147,8 +147,12 @@ def main() -> None:
     encoder = resolve_encoder_name(args.encoder)
     result: dict[str, Any] = {"task": task.name, "metric": task.metric, "hyperparameters": HYPER,
                               "encoder": args.encoder or "minilm (packaged)", "machine": machine()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.mixed_precision == "no" else f"-{args.mixed_precision}"
+    target = RESULTS / f"trainer_baseline-{task.name}{suffix}.json"
     with tempfile.TemporaryDirectory() as tmp:
         result["mtbio"] = run_mtbio(task, data_dir, encoder, Path(tmp) / "mtbio", args.mixed_precision)
+        target.write_text(json.dumps(result, indent=2) + "\n")  # keep the half we have if the other side fails
         if not args.skip_trainer:
             result["trainer"] = run_trainer(task, data_dir, encoder, Path(tmp) / "trainer")
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -160,9 +164,7 @@ def main() -> None:
         result["speed_ratio"] = result["mtbio"]["train_examples_per_second"] / result["trainer"]["train_examples_per_second"]
         summary += (f" vs Trainer {t:.4f} ({result['trainer']['train_examples_per_second']:.1f} ex/s); "
                     f"difference {result['difference_points']:+.2f} points, speed ×{result['speed_ratio']:.2f}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.mixed_precision == "no" else f"-{args.mixed_precision}"
-    (RESULTS / f"trainer_baseline-{task.name}{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
+    target.write_text(json.dumps(result, indent=2) + "\n")
     print(summary)
     sys.stdout.flush()
 
