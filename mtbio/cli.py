@@ -109,6 +109,8 @@ TRAINING_OPTIONS = [
     click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
     click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),
     click.option("--resume/--no-resume", default=None, help="Continue from the newest complete checkpoint."),
+    click.option("--skip-nonfinite/--no-skip-nonfinite", default=None,
+                 help="Skip (and log) a batch whose loss is NaN/inf instead of stopping."),
 ]
 
 

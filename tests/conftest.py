@@ -39,3 +39,32 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def make_tiny_encoder(path: Path, dropout: float = 0.1) -> str:
+    """A 2-layer, 32-wide BERT with the MiniLM vocabulary, saved as a local HF directory."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from mtbio.model.encoder import default_encoder_path
+
+    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer, 32-wide BERT with the MiniLM vocabulary (default dropout)."""
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_no_dropout(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The same tiny BERT without dropout, so runs on different process counts can be compared exactly."""
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny-bert-nodrop"), dropout=0.0)

@@ -21,23 +21,6 @@ from mtbio.training.config import RunConfig
 SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
 
 
-@pytest.fixture(scope="session")
-def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A 2-layer, 32-wide BERT with the MiniLM vocabulary, saved as a local HF directory."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from mtbio.model.encoder import default_encoder_path
-
-    path = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
 def _config(tmp: Path, encoder: str, **overrides: object) -> RunConfig:
     values = dict(tasks=["demo-ner", "demo-relation", "demo-sts"], task_defs=[SAMPLE_DEFS], data_dir=str(SAMPLE_DIR),
                   encoder=encoder, output=str(tmp / "refine"), max_steps=6, batch_size=8, max_train_examples=40,
@@ -109,26 +92,59 @@ def _refine_command(output: Path, encoder: str, *extra: str) -> list[str]:
             *extra]
 
 
-def test_killed_refine_resumes_to_the_same_weights(tmp_path: Path, tiny_encoder: str) -> None:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    subprocess.run(_refine_command(tmp_path / "straight", tiny_encoder), check=True, env=env, capture_output=True)
+def _dev_history(run_dir: Path) -> list[tuple[int, dict]]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], r["scores"]) for r in map(json.loads, lines) if r["split"] == "dev"]
 
+
+def _assert_scores_close(a: object, b: object) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b)
+        for key in a:
+            _assert_scores_close(a[key], b[key])
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_scores_close(x, y)
+    else:
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
+
+
+def test_killed_refine_resumes_to_the_same_weights(tmp_path: Path, tiny_encoder: str) -> None:
+    """SIGKILL after a randomly chosen checkpoint, resume: same weights, dev history and results."""
+    import random
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    eval_every = ("--eval-every", "4")
+    subprocess.run(_refine_command(tmp_path / "straight", tiny_encoder, *eval_every), check=True, env=env,
+                   capture_output=True)
+
+    kill_after = random.choice([2, 4, 6, 8])  # a checkpoint step; the process may run a little past it
     interrupted = tmp_path / "interrupted"
-    proc = subprocess.Popen(_refine_command(interrupted, tiny_encoder), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(_refine_command(interrupted, tiny_encoder, *eval_every), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    while time.time() < deadline and not (interrupted / "checkpoints" / "step-00000006" / "manifest.json").exists():
-        time.sleep(0.05)
+    marker = interrupted / "checkpoints" / f"step-{kill_after:08d}" / "manifest.json"
+    while time.time() < deadline and not marker.exists():
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (interrupted / "checkpoints" / "step-00000012").exists(), "the run finished before it was killed"
-    resumed = subprocess.run(_refine_command(interrupted, tiny_encoder, "--resume"), env=env, capture_output=True, text=True)
+    assert not (interrupted / "results.json").exists(), f"the run finished before it was killed (step {kill_after})"
+    resumed = subprocess.run(_refine_command(interrupted, tiny_encoder, *eval_every, "--resume"), env=env,
+                             capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
     a, b = _final_weights(tmp_path / "straight"), _final_weights(interrupted)
     assert set(a) == set(b)
     for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=f"{key} after a kill at step {kill_after}")
+    straight_history, resumed_history = _dev_history(tmp_path / "straight"), _dev_history(interrupted)
+    assert [s for s, _ in resumed_history] == [s for s, _ in straight_history] == [4, 8, 12]
+    _assert_scores_close([h for _, h in straight_history], [h for _, h in resumed_history])
+    first = json.loads((tmp_path / "straight" / "results.json").read_text())
+    second = json.loads((interrupted / "results.json").read_text())
+    assert first["best_step"] == second["best_step"] and first["steps"] == second["steps"] == 12
+    _assert_scores_close(first["dev"], second["dev"])
 
 
 def test_rerun_without_resume_is_refused(tmp_path: Path, tiny_encoder: str) -> None:

@@ -63,8 +63,9 @@ def train_tasks(
     data_dir: Path | None,
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content."""
-    check_run_dir(run_dir, config.resume)
     accelerator = make_accelerator(config.mixed_precision)
+    check_run_dir(run_dir, config.resume)
+    accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
     tokenizer = load_tokenizer(encoder_source)
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
@@ -80,9 +81,13 @@ def train_tasks(
     model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
 
     if accelerator.is_main_process:  # created only once data and model have loaded
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_task_defs(tasks, run_dir / "tasks")
-        save_config(config, run_dir / "config.yaml")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_task_defs(tasks, run_dir / "tasks")
+            save_config(config, run_dir / "config.yaml")
+        except OSError as exc:
+            raise MtbioError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}; "
+                             "choose a writable --output with free space") from None
 
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir))
@@ -105,6 +110,7 @@ def train_tasks(
         "selection_score": state.best_score,
         "dev": dev,
         "test": test,
+        "skipped_batches": state.skipped,
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),

@@ -162,3 +162,15 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     version, internal, gauss_py = state["rng"]["python"]
     random.setstate((version, tuple(internal), gauss_py))
     return state["trainer"]
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metrics.jsonl records after `step` (they are redone after resuming from `step`)."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+    if len(kept) != len(lines):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(path)

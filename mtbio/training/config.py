@@ -53,6 +53,7 @@ class RunConfig(BaseModel):
     eval_test: bool = False
     save_every: int | None = Field(None, ge=1)
     resume: bool = False
+    skip_nonfinite: bool = False
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DistributedType
 from tqdm.auto import tqdm
 
 from mtbio.data.mixer import MultiTaskBatchSampler, shard
@@ -30,6 +30,7 @@ from mtbio.model.inference import predict_split
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
+from mtbio.training.distributed import all_processes, any_process, log_micro_batch, on_main_then_share
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,11 @@ def make_accelerator(mixed_precision: str) -> Accelerator:
 
     # Heads that a step does not use get no gradient; DDP must not wait for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return Accelerator(mixed_precision=mixed_precision, cpu=not on_gpu, kwargs_handlers=[ddp])
+    accelerator = Accelerator(mixed_precision=mixed_precision, cpu=not on_gpu, kwargs_handlers=[ddp])
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        raise MtbioError(f"accelerate config: {accelerator.distributed_type.value} is not supported; mtbio trains "
+                         "with data parallelism (DDP: distributed_type MULTI_GPU or MULTI_CPU, see README)")
+    return accelerator
 
 
 @dataclass
@@ -64,6 +69,7 @@ class TrainerState:
     examples_seen: int = 0
     tokens_seen: int = 0
     train_seconds: float = 0.0
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
 
 
 class StopRequested(Exception):
@@ -123,6 +129,9 @@ class Trainer:
         cfg = self.config
         if cfg.resume:
             self._resume()
+        # from_pretrained returns the encoder in eval mode: without this, dropout would stay off
+        # until the first evaluation (and a resumed run would differ from an uninterrupted one)
+        self.model.train()
         self._install_signal_handlers()
         bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
@@ -146,7 +155,7 @@ class Trainer:
                             last_eval = self.state.global_step
                         if cfg.save_every and self.state.global_step % cfg.save_every == 0:
                             self.save_checkpoint(mid_epoch=True)
-                        if self._stop_signal is not None:
+                        if self._stop_requested():
                             self.save_checkpoint(mid_epoch=True)
                             raise StopRequested(self._stop_signal)
                 else:  # the epoch ran out (no break)
@@ -178,7 +187,15 @@ class Trainer:
         bar.set_postfix(task=task_name, loss=f"{loss:.4f}", ex_s=f"{rate:.1f}")
 
     def evaluate(self, split: str) -> dict[str, dict[str, float]]:
-        """Score every task on `split` with the current weights."""
+        """Score every task on `split` with the current weights.
+
+        With several processes the main process scores the whole split (the others wait) and
+        shares the scores, so every process holds the same state and nothing is counted twice.
+        """
+        self.accelerator.wait_for_everyone()
+        return on_main_then_share(self.accelerator, lambda: self._score(split))
+
+    def _score(self, split: str) -> dict[str, dict[str, float]]:
         results: dict[str, dict[str, float]] = {}
         for name, data in self.data.items():
             if split not in data.splits:
@@ -226,30 +243,47 @@ class Trainer:
     def _optimizer_step(self, micro: list[tuple[str, list[int]]]) -> tuple[float, str]:
         start = time.perf_counter()
         total = 0.0
+        skipped = False
         for i, (task, indices) in enumerate(micro):
             sync = i == len(micro) - 1
             context = self.accelerator.no_sync(self.model) if not sync else _null()
             with context:
-                total += self._train_step(task, indices) / len(micro)
-        self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+                loss = self._train_step(task, indices)
+            if loss is None:  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
+                skipped = True
+                break
+            total += loss / len(micro)
+        if not skipped:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            self.optimizer.step()
+        self.scheduler.step()  # the schedule follows the step count, skipped or not
         self.optimizer.zero_grad(set_to_none=True)
         self.state.train_seconds += time.perf_counter() - start
         return total, micro[-1][0]
 
-    def _train_step(self, task: str, indices: list[int]) -> float:
+    def _train_step(self, task: str, indices: list[int]) -> float | None:
+        """Forward and backward of one micro-batch; None when its loss was non-finite and skipped."""
         acc = self.accelerator
         part = self.data[task].splits["train"]
         local = shard(indices, acc.process_index, acc.num_processes)
+        step = self.state.global_step + 1
+        log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
         batch = {k: v.to(acc.device) for k, v in part.batch(local, self.pad_id).items()}
         with acc.autocast():
             out = self.model(task, **batch)
         loss = out.loss
-        if not torch.isfinite(loss):
-            uids = [part.examples[i].uid for i in local][:5]
-            raise MtbioError(f"non-finite loss {loss.item()} at step {self.state.global_step + 1}, task '{task}', "
-                             f"batch starting with examples {uids}")
+        # decided on all processes together: one rank's NaN stops (or skips) every rank
+        if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
+            uids = [part.examples[i].uid for i in indices]
+            where = (f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples "
+                     f"starting with {uids[:5]}")
+            if not self.config.skip_nonfinite:
+                raise MtbioError(f"{where}; check these examples' labels, lower --lr, or pass --skip-nonfinite")
+            log.warning("skipped a batch: %s", where)
+            self.state.skipped.append({"step": step, "task": task, "uids": uids})
+            acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
         acc.backward(loss / self.config.grad_accum)
         self.state.examples_seen += len(indices)
         self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
@@ -263,7 +297,13 @@ class Trainer:
         optimizer = self.optimizer.optimizer if hasattr(self.optimizer, "optimizer") else self.optimizer
         saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
         self.state = TrainerState(**saved)
+        if self.accelerator.is_main_process:  # evaluations after the checkpoint will be redone
+            ckpt.truncate_metrics(self.run_dir / "metrics.jsonl", self.state.global_step)
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
+
+    def _stop_requested(self) -> bool:
+        """A signal reached any process (decided together, so all stop at the same step)."""
+        return any_process(self.accelerator, self._stop_signal is not None)
 
     def _install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: Any) -> None:
