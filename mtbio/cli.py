@@ -111,6 +111,13 @@ TRAINING_OPTIONS = [
     click.option("--resume/--no-resume", default=None, help="Continue from the newest complete checkpoint."),
     click.option("--skip-nonfinite/--no-skip-nonfinite", default=None,
                  help="Skip (and log) a batch whose loss is NaN/inf instead of stopping."),
+    click.option("--patience", type=int, help="Stop after N dev evaluations in a row without improvement."),
+    click.option("--freeze-layers", type=int, help="Freeze the embeddings and the lowest K encoder layers."),
+    click.option("--layerwise-lr-decay", type=float, help="Layer l of L trains at lr*g^(L-l), embeddings lr*g^L."),
+    click.option("--reinit-layers", type=int, help="Re-initialise the top K encoder layers before training."),
+    click.option("--drop-top-layers", type=int, help="Remove the top K encoder layers (the saved encoder is shallower)."),
+    click.option("--no-bias-correction/--bias-correction", default=None,
+                 help="AdamW without Adam's bias correction (the original BERT optimizer)."),
 ]
 
 
@@ -155,6 +162,7 @@ def refine(**values: Any) -> None:
 @main.command()
 @click.option("--from", "from_run", help="A refine run directory whose encoder to fine-tune.")
 @click.option("--task", "task", callback=_comma_list, help="Task to fine-tune (same as --tasks).")
+@click.option("--seeds", type=int, help="Fine-tune K times with seeds seed..seed+K-1, into <output>/<task>/seed-<s>/.")
 @training_options
 def finetune(task: list[str] | None, **values: Any) -> None:
     """MT-BERT-Fine-Tune per task from a refined run (--from), or a single-task baseline (--encoder)."""
@@ -169,6 +177,11 @@ def finetune(task: list[str] | None, **values: Any) -> None:
         raise MtbioError("stopped by a signal after saving a checkpoint; run the same command with --resume") from None
     for run_dir, results in runs:
         _print_results(run_dir, results)
+    from mtbio.reporting.tables import seed_summary
+
+    summary = seed_summary(runs)  # mean ± sd per task when it ran with several seeds
+    if summary:
+        click.echo("\n" + summary)
 
 
 @main.command()
@@ -223,6 +236,46 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
 
     table = run_demo(Path(output), encoder, epochs)
     click.echo("\n" + format_table(table))
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
+@click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
+@click.option("--output", type=click.Path(dir_okay=False), help="Also write the markdown table to this file.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False),
+              help="CSV to write (default: beside --output, else <first run>/report-<split>.csv).")
+def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None) -> None:
+    """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
+
+    Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
+    or stilt sweep directory (relations.json / stilt.json) prints its gain matrix instead.
+    """
+    from pathlib import Path
+
+    paths = [Path(p) for p in run_dirs]
+    sweeps = [p for p in paths if (p / "relations.json").exists() or (p / "stilt.json").exists()]
+    if sweeps:
+        from mtbio.reporting.relations import report_relations
+
+        if len(sweeps) != len(paths) or labels or output or csv_path:
+            raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
+                             "--output or --csv)")
+        click.echo("\n\n".join(report_relations(p) for p in sweeps))
+        return
+    from mtbio.reporting.tables import build_report, to_markdown, write_csv
+
+    table = build_report(paths, split, labels)
+    markdown = to_markdown(table)
+    click.echo(markdown)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(markdown)
+        click.echo(f"written: {output}")
+    target = Path(csv_path) if csv_path else (Path(output).with_suffix(".csv") if output
+                                              else paths[0] / f"report-{split}.csv")
+    write_csv(table, target)
+    click.echo(f"written: {target}")
 
 
 if __name__ == "__main__":  # pragma: no cover

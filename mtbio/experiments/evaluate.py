@@ -2,7 +2,8 @@
 column per task, plus the BLUE-style average and the BLURB score where the tasks allow.
 
 `mtbio evaluate runs/single-task runs/refine/X runs/refine/X/finetune` gives the layout of
-seed 004 Table 3: single-task, refinement and fine-tune rows.
+seed 004 Table 3: single-task, refinement and fine-tune rows. A folder of seed runs
+(`finetune --seeds K`) is one row whose cells are mean ± sd over the seeds.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 
 from mtbio.data.pipeline import load_task_split
 from mtbio.errors import MtbioError
-from mtbio.evaluation.aggregate import blue_average, blurb_score
+from mtbio.evaluation.aggregate import blue_average, blurb_score, mean_sd
 from mtbio.evaluation.metrics import score_task
 from mtbio.experiments.predict import load_run
 from mtbio.model.inference import predict_split
@@ -26,11 +27,13 @@ STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune"
 
 
 def find_runs(path: Path) -> list[Path]:
-    """A run directory itself, or the run directories directly inside a folder (e.g. finetune/)."""
+    """A run directory itself, or the run directories inside a folder: finetune/<task>/, or the
+    seed runs <task>/seed-<s>/ of `finetune --seeds K` (one and two levels down)."""
     path = Path(path)
     if (path / "encoder").is_dir():
         return [path]
-    runs = sorted(p for p in path.iterdir() if (p / "encoder").is_dir()) if path.is_dir() else []
+    runs = sorted(p.parent for p in path.glob("*/encoder") if p.is_dir()) if path.is_dir() else []
+    runs += sorted(p.parent for p in path.glob("*/*/encoder") if p.is_dir()) if path.is_dir() else []
     if not runs:
         raise MtbioError(f"{path}: neither a run directory nor a folder of run directories")
     return runs
@@ -40,11 +43,23 @@ def find_runs(path: Path) -> list[Path]:
 class EvaluationRow:
     name: str
     stage: str
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # task → metric → value
-    primary: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # task → metric → value (mean over seeds)
+    primary: dict[str, float] = field(default_factory=dict)  # mean over seeds
+    primary_sd: dict[str, float] = field(default_factory=dict)  # sd over seeds, for tasks run with several
+    seed_scores: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+
+    def add(self, task: str, scores: dict[str, float], metric: str) -> None:
+        """One run's scores; several runs of a task (seeds) are summarised as mean (and sd)."""
+        self.seed_scores.setdefault(task, []).append(scores)
+        runs = self.seed_scores[task]
+        self.scores[task] = {k: mean_sd([r[k] for r in runs])[0] for k in scores}
+        self.primary[task], sd = mean_sd([r[metric] for r in runs])
+        if len(runs) > 1:
+            self.primary_sd[task] = sd
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "stage": self.stage, "scores": self.scores, "primary": self.primary}
+        return {"name": self.name, "stage": self.stage, "scores": self.scores, "primary": self.primary,
+                "primary_sd": self.primary_sd, "n_runs": {t: len(r) for t, r in self.seed_scores.items()}}
 
 
 def _stage_of(run: Path) -> str:
@@ -79,8 +94,7 @@ def evaluate_paths(
                 data = load_task_split(task, split, data_dir, run.tokenizer)
                 predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size, device)
                 scores = score_task(task, [e.label for e in data.examples], predictions, [e.group for e in data.examples])
-                row.scores[name] = scores
-                row.primary[name] = scores[task.metric]
+                row.add(name, scores, task.metric)
                 categories[name] = task.category
             del run
             if torch.cuda.is_available():
@@ -104,7 +118,9 @@ def format_table(table: dict[str, Any]) -> str:
     lines = [header]
     for row in table["rows"]:
         cells = [row["name"], row["stage"]]
-        cells += [f"{row['primary'][t]:.4f}" if t in row["primary"] else "-" for t in tasks]
+        sds = row.get("primary_sd", {})
+        cells += [(f"{row['primary'][t]:.4f}" + (f" ± {sds[t]:.4f}" if t in sds else "")) if t in row["primary"]
+                  else "-" for t in tasks]
         cells += [f"{row['average']:.4f}" if row["average"] is not None else "-",
                   f"{row['blurb']:.4f}" if row["blurb"] is not None else "-"]
         lines.append(cells)

@@ -3,6 +3,7 @@
 Both are the same code path: one task, a new head, trained alone. From a refined run the
 encoder comes from `<run>/encoder` and the default learning rate is the smaller fine-tuning
 one (seed 004 section 4.2); without `--from` it is the single-task baseline at the refine rate.
+With `--seeds K` each task is fine-tuned K times (seeds seed … seed+K−1) into `<base>/<task>/seed-<s>/`.
 """
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
         stage, lr = "single-task", config.learning_rate(REFINE_LR)
     runs = []
     for task in tasks:
+        if config.seeds and config.seeds > 1:  # --seeds K: <base>/<task>/seed-<s>/ for s = seed .. seed+K-1
+            for seed in range(config.seed, config.seed + config.seeds):
+                run_dir = base / task.name / f"seed-{seed}"
+                seeded = config.model_copy(update={"seed": seed})
+                runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config))))
+            continue
         run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
         runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config))))
     return runs

@@ -29,6 +29,7 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model, save_model
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig, save_config
+from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.trainer import Trainer, make_accelerator
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ def train_tasks(
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
     encoder = load_encoder(encoder_source)
+    apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     hidden = int(encoder.config.hidden_size)
     model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
 
@@ -111,6 +113,7 @@ def train_tasks(
         "dev": dev,
         "test": test,
         "skipped_batches": state.skipped,
+        "stopped_early": state.stopped_early,
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),

@@ -55,6 +55,17 @@ class RunConfig(BaseModel):
     resume: bool = False
     skip_nonfinite: bool = False
 
+    # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
+    freeze_layers: int | None = Field(None, ge=0)
+    layerwise_lr_decay: float | None = Field(None, gt=0, le=1)
+    reinit_layers: int | None = Field(None, ge=1)
+    drop_top_layers: int | None = Field(None, ge=1)
+    no_bias_correction: bool = False
+    patience: int | None = Field(None, ge=1)
+
+    # seeds seed, seed+1, ..., seed+K-1; None: the command's default (finetune 1, pairwise/stilt 3)
+    seeds: int | None = Field(None, ge=1)
+
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
 

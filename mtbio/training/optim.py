@@ -13,22 +13,42 @@ from mtbio.errors import MtbioError
 OPTIMIZERS = ("adamw", "adamax")
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups: decayed matrices, and undecayed biases / normalisation weights."""
+def is_no_decay(name: str, param: torch.Tensor) -> bool:
+    """Biases and normalisation weights get no weight decay."""
+    return name.endswith("bias") or param.ndim == 1 or "LayerNorm" in name or "layer_norm" in name
+
+
+def parameter_groups(model: nn.Module, weight_decay: float, lr: float | None = None,
+                     layer_decay: float | None = None) -> list[dict]:
+    """Two groups: decayed matrices, and undecayed biases / normalisation weights (frozen ones left out).
+
+    With `layer_decay` γ, one group per layer and decay kind at lr·γ^(L−l) (`mtbio.training.stabilize`).
+    """
+    if layer_decay is not None:
+        from mtbio.training.stabilize import layerwise_parameter_groups
+
+        if lr is None:
+            raise MtbioError("layerwise learning-rate decay needs the base learning rate")
+        return layerwise_parameter_groups(model, weight_decay, lr, layer_decay, is_no_decay)
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        is_norm_or_bias = name.endswith("bias") or param.ndim == 1 or "LayerNorm" in name or "layer_norm" in name
-        (no_decay if is_norm_or_bias else decay).append(param)
+        (no_decay if is_no_decay(name, param) else decay).append(param)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
 
 
-def build_optimizer(groups: Iterable[dict], name: str, lr: float) -> torch.optim.Optimizer:
-    """AdamW (default) or Adamax (what MT-DNN and MT-BERT used)."""
+def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True) -> torch.optim.Optimizer:
+    """AdamW (default; without bias correction as the original BERT when asked) or Adamax (MT-DNN, MT-BERT)."""
+    if not bias_correction:
+        if name != "adamw":
+            raise MtbioError(f"--no-bias-correction applies to --optimizer adamw, not {name}")
+        from mtbio.training.stabilize import AdamWNoBiasCorrection
+
+        return AdamWNoBiasCorrection(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
     if name == "adamw":
         return torch.optim.AdamW(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
     if name == "adamax":

@@ -70,6 +70,8 @@ class TrainerState:
     tokens_seen: int = 0
     train_seconds: float = 0.0
     skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
+    evals_since_best: int = 0  # dev evaluations without improvement (--patience)
+    stopped_early: bool = False
 
 
 class StopRequested(Exception):
@@ -113,7 +115,8 @@ class Trainer:
         )
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
-        optimizer = build_optimizer(parameter_groups(model, config.weight_decay), config.optimizer, lr)
+        groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
+        optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
@@ -137,7 +140,7 @@ class Trainer:
                    disable=not self.accelerator.is_main_process, dynamic_ncols=True)
         last_eval = -1
         try:
-            while self.state.global_step < self.total_steps:
+            while self.state.global_step < self.total_steps and not self.state.stopped_early:
                 self.sampler.set_epoch(self.state.epoch)
                 if self.state.mixer:  # resuming mid-epoch
                     self.sampler.load_state_dict(self.state.mixer)
@@ -158,6 +161,8 @@ class Trainer:
                         if self._stop_requested():
                             self.save_checkpoint(mid_epoch=True)
                             raise StopRequested(self._stop_signal)
+                        if self.state.stopped_early:
+                            break
                 else:  # the epoch ran out (no break)
                     if micro:
                         self._step_and_report(micro, bar)
@@ -209,7 +214,10 @@ class Trainer:
         return results
 
     def evaluate_and_select(self) -> dict[str, dict[str, float]]:
-        """Evaluate on dev, log it, and keep the weights if the mean primary score improved."""
+        """Evaluate on dev, log it, and keep the weights if the mean primary score improved.
+
+        With `--patience N`, training stops after N evaluations in a row without improvement.
+        """
         scores = self.evaluate("dev")
         primary = [scores[t][self.data[t].task.metric] for t in scores]
         selection = sum(primary) / len(primary) if primary else -self.state.global_step
@@ -219,6 +227,9 @@ class Trainer:
             self.state.best_scores = scores
             if self.on_best is not None and self.accelerator.is_main_process:
                 self.on_best(self.unwrapped)
+        self.state.evals_since_best = 0 if improved else self.state.evals_since_best + 1
+        if self.config.patience and self.state.evals_since_best >= self.config.patience:
+            self.state.stopped_early = True
         self.log_metrics("dev", scores, selection=selection, best=improved)
         return scores
 
