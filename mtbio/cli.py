@@ -137,6 +137,10 @@ def _run_config(values: dict[str, Any]) -> Any:
 
 
 def _print_results(run_dir: Any, results: dict[str, Any]) -> None:
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:  # several processes: print once
+        return
     click.echo(f"\n{results['stage']} run: {run_dir}")
     for split in ("dev", "test"):
         for task, scores in results.get(split, {}).items():
