@@ -1,0 +1,185 @@
+"""Runs that survive faults: corrupt checkpoints, full disks, non-finite losses, tampered or
+pickled run directories. Everything on the packaged demo data with the tiny encoder."""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+import mtbio
+from mtbio.cli import main
+from mtbio.errors import MtbioError
+from mtbio.experiments.demo import SAMPLE_DIR
+from mtbio.experiments.refine import refine
+from mtbio.model.multitask import MultiTaskModel
+from mtbio.training import checkpoint as ckpt
+from mtbio.training.config import RunConfig
+
+SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
+
+
+def _config(output: Path, encoder: str, **overrides: object) -> RunConfig:
+    values = dict(tasks=["demo-ner", "demo-relation"], task_defs=[SAMPLE_DEFS], data_dir=str(SAMPLE_DIR),
+                  encoder=encoder, output=str(output), max_steps=4, save_every=2, batch_size=8,
+                  max_train_examples=32, seed=7, max_length=48)
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+def _weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    # copies: safetensors maps the file, and the tests overwrite files in place
+    return {k: v.clone() for k, v in load_file(str(checkpoint / "model.safetensors")).items()}
+
+
+def test_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path: Path, tiny_encoder: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    run_dir, _ = refine(_config(tmp_path / "run", tiny_encoder))
+    checkpoints = run_dir / "checkpoints"
+    assert [p.name for p in ckpt.list_checkpoints(checkpoints)] == ["step-00000002", "step-00000004"]
+    expected = _weights(checkpoints / "step-00000004")
+
+    weights = checkpoints / "step-00000004" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    weights.write_bytes(bytes(data))
+    assert ckpt.latest_checkpoint(checkpoints) == checkpoints / "step-00000002"
+
+    with caplog.at_level(logging.WARNING):
+        refine(_config(tmp_path / "run", tiny_encoder, resume=True))
+    assert "model.safetensors does not match its checksum" in caplog.text
+    assert ckpt.verify_checkpoint(checkpoints / "step-00000004") is None  # rewritten, intact
+    for key, value in _weights(checkpoints / "step-00000004").items():
+        torch.testing.assert_close(value, expected[key], rtol=1e-5, atol=1e-6)
+
+
+def test_full_disk_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path, tiny_encoder: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    real_save = ckpt.save_model
+    calls = {"n": 0}
+
+    def save_until_full(model: torch.nn.Module, filename: str) -> None:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError(errno.ENOSPC, "No space left on device", filename)
+        real_save(model, filename)
+
+    monkeypatch.setattr(ckpt, "save_model", save_until_full)
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-ner,demo-relation", "--task-defs", SAMPLE_DEFS,
+                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--output",
+                                       str(tmp_path / "run"), "--max-steps", "4", "--save-every", "2",
+                                       "--batch-size", "8", "--max-train-examples", "32", "--max-length", "48"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert "could not write checkpoint" in line and "No space left on device" in line and "intact" in line
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in checkpoints.iterdir()] == ["step-00000002"]  # no half-written one left behind
+    assert ckpt.verify_checkpoint(checkpoints / "step-00000002") is None
+
+
+def test_unwritable_output_fails_clearly(tmp_path: Path, tiny_encoder: str) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-relation", "--task-defs", SAMPLE_DEFS,
+                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder,
+                                       "--output", str(blocker / "run"), "--max-steps", "1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"error: cannot write the run directory {blocker / 'run'}" in result.output
+
+
+@pytest.fixture
+def nan_at_second_training_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loss of the second training forward pass is NaN (as after a corrupt label)."""
+    real_forward = MultiTaskModel.forward
+    calls = {"n": 0}
+
+    def forward(self: MultiTaskModel, task: str, labels: torch.Tensor | None = None, **batch: object):  # noqa: ANN202
+        out = real_forward(self, task, labels=labels, **batch)
+        if self.training and out.loss is not None:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(MultiTaskModel, "forward", forward)
+
+
+def test_nonfinite_loss_stops_with_step_task_and_examples(tmp_path: Path, tiny_encoder: str,
+                                                          nan_at_second_training_step: None) -> None:
+    with pytest.raises(MtbioError, match=r"non-finite loss at step 2, task 'demo-(ner|relation)', batch of 8 "
+                                         r"examples starting with \[.+\].*--skip-nonfinite"):
+        refine(_config(tmp_path / "run", tiny_encoder))
+
+
+def test_skip_nonfinite_skips_and_records_the_batch(tmp_path: Path, tiny_encoder: str,
+                                                    nan_at_second_training_step: None,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        run_dir, results = refine(_config(tmp_path / "run", tiny_encoder, skip_nonfinite=True))
+    [skipped] = results["skipped_batches"]
+    assert skipped["step"] == 2 and skipped["task"] in ("demo-ner", "demo-relation") and len(skipped["uids"]) == 8
+    assert "skipped a batch: non-finite loss at step 2" in caplog.text
+    assert results["steps"] == 4
+    assert json.loads((run_dir / "results.json").read_text())["skipped_batches"] == [skipped]
+    for value in _weights(run_dir / "checkpoints" / "step-00000004").values():
+        assert torch.isfinite(value).all()
+
+
+def test_loading_and_resuming_never_unpickle(tmp_path: Path, tiny_encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir, _ = refine(_config(tmp_path / "run", tiny_encoder))
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("something tried to unpickle")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    assert mtbio.load(run_dir).predict("demo-relation", ["@DRUG$ increases @DRUG$ levels ."])
+    _, results = refine(_config(tmp_path / "run", tiny_encoder, resume=True, max_steps=6))
+    assert results["steps"] == 6
+
+
+@pytest.fixture
+def saved_run(tmp_path: Path, tiny_encoder: str) -> Path:
+    run_dir, _ = refine(_config(tmp_path / "run", tiny_encoder, max_steps=1, save_every=None))
+    return run_dir
+
+
+def _refused(run_dir: Path, match: str) -> None:
+    with pytest.raises(MtbioError, match=match):
+        mtbio.load(run_dir)
+
+
+def test_unexpected_file_in_a_head_directory_is_refused(saved_run: Path) -> None:
+    (saved_run / "heads" / "demo-relation" / "extra.pkl").write_bytes(b"\x80\x04N.")
+    _refused(saved_run, r"heads/demo-relation: unexpected file\(s\) \['extra.pkl'\]")
+
+
+def test_head_config_with_an_unknown_field_is_refused(saved_run: Path) -> None:
+    path = saved_run / "heads" / "demo-relation" / "head_config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "activation": "gelu"}))
+    _refused(saved_run, r"head_config.json: invalid head config \(unexpected fields \['activation'\]\)")
+
+
+def test_head_config_with_a_wrong_label_count_is_refused(saved_run: Path) -> None:
+    path = saved_run / "heads" / "demo-relation" / "head_config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "labels": config["labels"] + ["extra-label"]}))
+    _refused(saved_run, r"model.safetensors: weights do not match the head config")
+
+
+def test_missing_head_weights_are_refused(saved_run: Path) -> None:
+    shutil.rmtree(saved_run / "heads" / "demo-ner")
+    (saved_run / "heads" / "demo-ner").mkdir()
+    (saved_run / "heads" / "demo-ner" / "head_config.json").write_text("{}")
+    _refused(saved_run, r"heads/demo-ner: missing model.safetensors")
