@@ -23,7 +23,7 @@ from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
-from mtbio.model.encoder import load_encoder, load_tokenizer
+from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model, save_model
@@ -69,6 +69,9 @@ def train_tasks(
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
     tokenizer = load_tokenizer(encoder_source)
+    encoder = load_encoder(encoder_source)
+    # inputs longer than the encoder's positions are truncated (and counted), never a crash
+    tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
@@ -77,7 +80,6 @@ def train_tasks(
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
-    encoder = load_encoder(encoder_source)
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     hidden = int(encoder.config.hidden_size)
     model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})

@@ -84,6 +84,16 @@ def load_encoder(name: str | None = None, **config_overrides: Any) -> Any:
     return _from_pretrained(AutoModel, resolve_encoder_name(name), **config_overrides)
 
 
+def max_input_tokens(encoder: Any) -> int:
+    """How many tokens the encoder's absolute position embeddings can take (RoBERTa-style
+    embeddings start counting after the padding index)."""
+    positions = getattr(encoder.config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return 1_000_000
+    padding_idx = getattr(getattr(encoder, "embeddings", None), "padding_idx", None)
+    return positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0)
+
+
 def load_tokenizer(name: str | None = None) -> Any:
     """Load the encoder's fast tokenizer (needed for word alignment of tagging tasks)."""
     from transformers import AutoTokenizer

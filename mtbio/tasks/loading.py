@@ -82,10 +82,18 @@ def load_task_def(path: Path | str) -> TaskDef:
     try:
         task = TaskDef.model_validate(data)
     except ValidationError as exc:
-        errors = [TaskDefinitionError(path, name, *_field_and_message(e["loc"], e["msg"])) for e in exc.errors()]
+        errors = [TaskDefinitionError(path, name, *_field_and_message(e["loc"], _explain(e))) for e in exc.errors()]
         raise TaskDefinitionErrors(errors) from None
     _check_registered_names(path, task)
     return task
+
+
+def _explain(error: dict) -> str:
+    """Pydantic's message, plus the fix when YAML turned an unquoted word into a boolean."""
+    if isinstance(error.get("input"), bool) and error["type"].startswith("string"):
+        return (f"{error['msg']}, got the boolean {str(error['input']).lower()}: YAML reads unquoted "
+                "yes/no/on/off/true/false as booleans; quote it (\"yes\")")
+    return str(error["msg"])
 
 
 class TaskDefinitionErrors(TaskDefinitionError):

@@ -23,7 +23,7 @@ def read_mediqa_rqe(path: Path, task: TaskDef) -> Iterator[Example]:
     """One question pair per `<pair>` element."""
     pairs: list[Example] = []
     state: dict[str, object] = {}
-    parser = expat.ParserCreate()
+    parser = expat.ParserCreate(encoding="UTF-8")  # the text is already decoded; ignore a declared encoding
 
     def start(name: str, attrs: dict[str, str]) -> None:
         line = parser.CurrentLineNumber
