@@ -242,6 +242,54 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
     click.echo("\n" + format_table(table))
 
 
+# ---- sweeps: task relations (pairwise MTL, STILT) ------------------------------------------------
+SWEEP_OPTIONS = [
+    click.option("--seeds", type=int, help="Seeds per cell: --seed, --seed+1, ... (default 3)."),
+    click.option("--alpha", type=float, help="Significance level of the paired t-test over seeds (0.05)."),
+    click.option("--min-delta", type=float, help="Smallest |mean Δ| that counts as an effect (0.01)."),
+    click.option("--dry-run/--no-dry-run", default=None, help="Print the runs still to do and their estimated time."),
+]
+
+
+def sweep_options(func: Any) -> Any:
+    for option in reversed(SWEEP_OPTIONS):
+        func = option(func)
+    return training_options(func)
+
+
+def _run_sweep(run: Any, values: dict[str, Any]) -> None:
+    from mtbio.training.trainer import StopRequested
+
+    try:
+        sweep_dir, result = run(_run_config(values), echo=click.echo)
+    except StopRequested:
+        raise MtbioError("stopped by a signal; run the same command again to finish the sweep") from None
+    if result is not None:
+        from mtbio.reporting.relations import report_relations
+
+        click.echo("\n" + report_relations(sweep_dir))
+
+
+@main.command()
+@sweep_options
+def pairwise(**values: Any) -> None:
+    """Pairwise MTL: single-task baselines and every two-task run; which task helps which."""
+    from mtbio.experiments.pairwise import pairwise as run_pairwise
+
+    _run_sweep(run_pairwise, values)
+
+
+@main.command()
+@click.option("--intermediate", callback=_comma_list, help="Intermediate tasks (default: --tasks/--domain).")
+@click.option("--target", callback=_comma_list, help="Target tasks (default: --tasks/--domain).")
+@sweep_options
+def stilt(**values: Any) -> None:
+    """STILT: train on an intermediate task, then on the target; compare with the target's baseline."""
+    from mtbio.experiments.stilt import stilt as run_stilt
+
+    _run_sweep(run_stilt, values)
+
+
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)

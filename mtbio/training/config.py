@@ -65,6 +65,12 @@ class RunConfig(BaseModel):
 
     # seeds seed, seed+1, ..., seed+K-1; None: the command's default (finetune 1, pairwise/stilt 3)
     seeds: int | None = Field(None, ge=1)
+    # sweeps (mtbio pairwise / mtbio stilt)
+    dry_run: bool = False
+    alpha: float = Field(0.05, gt=0, lt=1)
+    min_delta: float = Field(0.01, ge=0)
+    intermediate: list[str] = Field(default_factory=list)
+    target: list[str] = Field(default_factory=list)
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default

@@ -1,0 +1,86 @@
+"""Pairwise MTL (seed 004 section 4.4.1): which tasks help or hurt which.
+
+For N tasks: N single-task baselines and N·(N−1)/2 two-task refinement runs, each over K seeds.
+The run on {s, t} scores both directions: s → t (t's gain from s) and t → s. The verdicts and
+files are made by `mtbio.reporting.relations`; the cells are run by `mtbio.experiments.sweep`.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Callable
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
+from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
+                                     run_cells, seeds_of)
+from mtbio.reporting.relations import build_relations, write_relations
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import REFINE_LR, RunConfig
+
+
+def sweep_dir_for(config: RunConfig, tasks: list[TaskDef], kind: str) -> Path:
+    """`--output`, else runs/<kind>/<domain or task names> (stable, so a rerun resumes)."""
+    if config.output:
+        return Path(config.output)
+    label = config.domain if config.domain and not config.tasks else "+".join(t.name for t in tasks)
+    return Path("runs") / kind / label
+
+
+def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: RunConfig) -> list[Cell]:
+    """Baselines first, then the pairs, seed by seed."""
+    lr = config.learning_rate(REFINE_LR)
+    cells = [baseline_cell(sweep_dir, t.name, s, lr) for s in seeds_of(config) for t in tasks]
+    for seed in seeds_of(config):
+        for a, b in combinations([t.name for t in tasks], 2):
+            cells.append(Cell("pair", (a, b), seed, sweep_dir / "pairs" / f"{a}+{b}" / f"seed-{seed}", "refine", lr))
+    return cells
+
+
+def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig) -> dict[str, Any]:
+    """Read every cell's scores and build relations.json's content."""
+    by_name = {t.name: t for t in tasks}
+    splits = ["dev", "test"] if config.eval_test else ["dev"]
+    baseline: dict[str, dict[str, dict[int, float]]] = {s: {t.name: {} for t in tasks} for s in splits}
+    together: dict[str, dict[tuple[str, str], dict[int, float]]] = {s: {} for s in splits}
+    for cell in cells:
+        for split in splits:
+            if cell.kind == "baseline":
+                score = primary_score(cell, by_name[cell.tasks[0]], split)
+                if score is not None:
+                    baseline[split][cell.tasks[0]][cell.seed] = score
+                continue
+            for target in cell.tasks:
+                partner = next(t for t in cell.tasks if t != target)
+                score = primary_score(cell, by_name[target], split)
+                if score is not None:
+                    together[split].setdefault((partner, target), {})[cell.seed] = score
+    metrics = {t.name: t.metric for t in tasks}
+    test = (baseline["test"], together["test"]) if config.eval_test else None
+    return build_relations(metrics, baseline["dev"], together["dev"], config.alpha, config.min_delta, "dev", test)
+
+
+def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+    """Run (or resume) the pairwise sweep and write its relation files; with `dry_run`, only print
+    the plan. Returns the sweep directory and relations.json's content (None for a dry run)."""
+    from accelerate import PartialState
+
+    catalog = catalog_for(config)
+    tasks = resolve_tasks(config, catalog)
+    if len(tasks) < 2:
+        raise MtbioError("pairwise needs at least two tasks (--tasks a,b,... or --domain D)")
+    data_dir = data_dir_for(config)
+    check_data(tasks, data_dir)
+    sweep_dir = sweep_dir_for(config, tasks, "pairwise")
+    cells = pairwise_cells(sweep_dir, tasks, config)
+    check_protocol(sweep_dir, config, write=not config.dry_run and PartialState().is_main_process)
+    if config.dry_run:
+        assert data_dir is not None
+        echo(dry_run_report(cells, config, {t.name: t for t in tasks}, data_dir))
+        return sweep_dir, None
+    run_cells(cells, config, catalog.tasks, data_dir, echo)
+    relations = collect_relations(cells, tasks, config)
+    if PartialState().is_main_process:
+        for path in write_relations(sweep_dir, relations):
+            echo(f"written: {path}")
+    return sweep_dir, relations

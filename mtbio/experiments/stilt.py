@@ -1,0 +1,88 @@
+"""STILT, supplementary training on intermediate labelled-data tasks (seeds 000 and 003).
+
+For each intermediate task i and target task t (i ≠ t) and seed: train i alone (the same cell as
+i's single-task baseline), then train t with a new head from that run's encoder, and compare with
+t's baseline of the same seed. The target stage uses the baseline's learning rate (5e-5 unless
+--lr), so the starting encoder is the only difference from the baseline.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.common import catalog_for, data_dir_for
+from mtbio.experiments.pairwise import sweep_dir_for
+from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
+                                     run_cells, seeds_of)
+from mtbio.reporting.relations import build_stilt, write_stilt
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import REFINE_LR, RunConfig
+
+
+def stilt_tasks(config: RunConfig) -> tuple[list[TaskDef], list[TaskDef]]:
+    """Intermediate and target tasks: --intermediate / --target, each defaulting to --tasks/--domain."""
+    catalog = catalog_for(config)
+    everything = catalog.resolve(config.tasks, config.domain) if (config.tasks or config.domain) else []
+    inters = catalog.resolve(config.intermediate) if config.intermediate else everything
+    targets = catalog.resolve(config.target) if config.target else everything
+    if not inters or not targets:
+        raise MtbioError("name the tasks: --intermediate a,b --target c,d (or --tasks/--domain for every pair)")
+    return inters, targets
+
+
+def stilt_cells(sweep_dir: Path, inters: list[TaskDef], targets: list[TaskDef], config: RunConfig) -> list[Cell]:
+    """Per seed: the baselines of every task involved (the intermediate runs among them), then the transfers."""
+    lr = config.learning_rate(REFINE_LR)
+    names = list(dict.fromkeys([t.name for t in inters] + [t.name for t in targets]))
+    cells = []
+    for seed in seeds_of(config):
+        cells += [baseline_cell(sweep_dir, name, seed, lr) for name in names]
+        for inter in inters:
+            for target in targets:
+                if inter.name != target.name:
+                    cells.append(Cell("transfer", (target.name,), seed,
+                                      sweep_dir / "transfer" / f"{inter.name}-to-{target.name}" / f"seed-{seed}",
+                                      "finetune", lr, from_cell=baseline_cell(sweep_dir, inter.name, seed, lr).run_dir))
+    return cells
+
+
+def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDef], config: RunConfig) -> dict[str, Any]:
+    by_name = {t.name: t for t in inters + targets}
+    baseline: dict[str, dict[int, float]] = {t.name: {} for t in targets}
+    transferred: dict[tuple[str, str], dict[int, float]] = {}
+    for cell in cells:
+        target = cell.tasks[0]
+        score = primary_score(cell, by_name[target])
+        if score is None:
+            continue
+        if cell.kind == "baseline" and target in baseline:
+            baseline[target][cell.seed] = score
+        elif cell.kind == "transfer" and cell.from_cell is not None:
+            transferred.setdefault((cell.from_cell.parent.name, target), {})[cell.seed] = score
+    return build_stilt({t.name: t.metric for t in targets}, [t.name for t in inters], baseline, transferred,
+                       config.alpha, config.min_delta)
+
+
+def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+    """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
+    from accelerate import PartialState
+
+    inters, targets = stilt_tasks(config)
+    if all(i.name == t.name for i in inters for t in targets):
+        raise MtbioError("STILT needs an intermediate task different from the target")
+    data_dir = data_dir_for(config)
+    check_data(list({t.name: t for t in inters + targets}.values()), data_dir)
+    sweep_dir = sweep_dir_for(config, list({t.name: t for t in inters + targets}.values()), "stilt")
+    cells = stilt_cells(sweep_dir, inters, targets, config)
+    check_protocol(sweep_dir, config, write=not config.dry_run and PartialState().is_main_process)
+    if config.dry_run:
+        assert data_dir is not None
+        echo(dry_run_report(cells, config, {t.name: t for t in inters + targets}, data_dir))
+        return sweep_dir, None
+    run_cells(cells, config, catalog_for(config).tasks, data_dir, echo)
+    result = collect_stilt(cells, inters, targets, config)
+    if PartialState().is_main_process:
+        for path in write_stilt(sweep_dir, result):
+            echo(f"written: {path}")
+    return sweep_dir, result

@@ -1,0 +1,120 @@
+"""PNG figures of sweep results (matplotlib's Agg backend: no display needed).
+
+- `plot_relation_graph`: the pairwise task-relation graph (seed 004 Figure 2): an arrow s → t is
+  green when s improves t, red when it hurts t, grey when it has no effect; labels are Δ.
+- `plot_gain_matrix`: heatmap of Δ, rows = target, columns = partner.
+- `plot_stilt_matrix`: seed 000's STILT table as a heatmap, rows = target, columns = baseline then
+  each intermediate task, colour = Δ against the baseline, text = score.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+
+from mtbio.reporting.relations import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
+
+
+def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
+    """Directed graph on a circle; both directions of a pair are drawn as separate arcs."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for node in relations["nodes"]:
+        graph.add_node(node["task"])
+    for edge in relations["edges"]:
+        graph.add_edge(edge["source"], edge["target"], **edge)
+    n = graph.number_of_nodes()
+    pos = nx.circular_layout(graph) if n > 1 else {node: (0.0, 0.0) for node in graph}
+    size = max(6.0, 1.6 * math.sqrt(max(n, 1)) + 4)
+    fig, ax = plt.subplots(figsize=(size, size))
+    labels = {node["task"]: f"{node['task']}\n{node['baseline']['mean']:.3f}" for node in relations["nodes"]}
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=3200, node_color="#e3f2fd", edgecolors="#1565c0")
+    nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=9)
+    style = "arc3,rad=0.18"
+    for verdict in (NO_EFFECT, HURTS, IMPROVES):  # significant edges drawn last, on top
+        edges = [(u, v) for u, v, d in graph.edges(data=True) if d["verdict"] == verdict]
+        if not edges:
+            continue
+        widths = [1.0 if verdict == NO_EFFECT else 1.5 + 40 * min(abs(graph.edges[e]["delta"]), 0.05)
+                  for e in edges]
+        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=COLOURS[verdict], width=widths,
+                               style="dashed" if verdict == NO_EFFECT else "solid", arrows=True, arrowsize=18,
+                               node_size=3200, connectionstyle=style, alpha=0.7 if verdict == NO_EFFECT else 1.0)
+        nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: f"{graph.edges[e]['delta']:+.3f}" for e in edges},
+                                     font_color=COLOURS[verdict], font_size=8, connectionstyle=style, label_pos=0.3,
+                                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.set_title(f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
+                 "green improves, red hurts, grey no effect\nnode: baseline score; edge s→t: Δ of t trained with s",
+                 fontsize=10)
+    ax.axis("off")
+    ax.margins(0.15)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[float | None]],
+             text: list[list[str]], title: str, xlabel: str, ylabel: str) -> None:
+    import numpy as np
+
+    values = np.array([[math.nan if v is None else v for v in row] for row in colour], dtype=float)
+    finite = values[np.isfinite(values)]
+    span = max(float(np.abs(finite).max()) if finite.size else 0.0, 1e-3)
+    fig, ax = plt.subplots(figsize=(2.0 + 1.5 * len(columns), 1.5 + 0.8 * len(rows)))
+    cmap = matplotlib.colormaps["RdYlGn"].copy()
+    cmap.set_bad("#eeeeee")
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
+    for i, row in enumerate(text):
+        for j, cell in enumerate(row):
+            ax.text(j, i, cell, ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label="Δ vs baseline")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _cell_text(cell: dict[str, Any]) -> str:
+    """'+0.012 ±0.004' and, for an effect, its verdict on a second line."""
+    sd = f" ±{cell['sd']:.3f}" if cell["sd"] is not None else ""
+    verdict = f"\n{cell['verdict']}" if cell["verdict"] != NO_EFFECT else ""
+    return f"{cell['delta']:+.3f}{sd}{verdict}"
+
+
+def plot_gain_matrix(relations: dict[str, Any], path: Path) -> None:
+    """Δ of each target (row) with each partner (column), annotated mean ± sd and '+'/'-' verdicts."""
+    from mtbio.reporting.relations import gain_matrix
+
+    tasks, matrix = gain_matrix(relations)
+    edges = {(e["target"], e["source"]): e for e in relations["edges"]}
+    text = [[_cell_text(edges[(t, s)]) if (t, s) in edges else "" for s in tasks] for t in tasks]
+    _heatmap(path, tasks, tasks, matrix, text,
+             f"Pairwise MTL gain ({relations['split']}, {len(relations['seeds'])} seed(s)), colour = Δ",
+             "partner (trained together)", "target")
+
+
+def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
+    """Rows = target, columns = baseline then intermediates; colour Δ, text score (and Δ)."""
+    rows, colour, text = [], [], []
+    for row in stilt["targets"]:
+        rows.append(row["target"])
+        cells = row["intermediate"]
+        colour.append([0.0, *(cells[i]["delta"] if i in cells else None for i in stilt["intermediates"])])
+        text.append([f"{row['baseline']['mean']:.3f}",
+                     *(f"{cells[i]['score']['mean']:.3f}\n{_cell_text(cells[i])}" if i in cells else ""
+                       for i in stilt["intermediates"])])
+    _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
+             f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
+             "colour = Δ vs baseline", "intermediate task", "target")

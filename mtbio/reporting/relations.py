@@ -1,0 +1,304 @@
+"""Task relations from sweeps: per-seed gains, the verdict rule, and the files a sweep writes.
+
+Pairwise MTL (seed 004 section 4.4.1, Figure 2): the gain of target t from partner s is
+Δ = score(t | trained together with s) − score(t | trained alone), computed per seed (both runs
+use the same seed) on the dev split with t's primary metric (sign flipped for mse, so a positive
+Δ is always better). STILT (seeds 000/003): the same Δ for t fine-tuned from an encoder first
+trained on an intermediate task.
+
+Verdict (the edge colour): with n ≥ 2 seeds, a two-sided paired t-test on the n per-seed Δ
+(t = mean / (sd / √n), n − 1 degrees of freedom). The edge is "improves" (green) when mean Δ > 0,
+p < alpha and |mean Δ| ≥ min_delta; "hurts" (red) when mean Δ < 0 under the same two conditions;
+otherwise "no effect" (grey). With a single seed there is no spread to test against, so only
+|Δ| ≥ min_delta decides. Defaults: alpha 0.05, min_delta 0.01 (one point of a 0–1 metric).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
+COLOURS = {IMPROVES: "#2e7d32", HURTS: "#c62828", NO_EFFECT: "#9e9e9e"}
+RULE = ("paired two-sided t-test over seeds on the per-seed differences: improves/hurts when p < alpha and "
+        "|mean delta| >= min_delta, else no effect; with one seed only |delta| >= min_delta decides")
+
+Scores = Mapping[int, float]  # seed -> primary score
+
+
+@dataclass
+class Evidence:
+    """Mean and spread of the per-seed differences, and the verdict."""
+
+    mean: float
+    sd: float | None
+    p_value: float | None
+    verdict: str
+    n: int
+
+
+def judge(deltas: list[float], alpha: float, min_delta: float) -> Evidence:
+    """Apply the verdict rule (module docstring) to per-seed differences."""
+    if not deltas:
+        raise ValueError("no per-seed differences to judge")
+    n, mean = len(deltas), statistics.fmean(deltas)
+    if abs(mean) < 1e-12:  # float round-off of identical scores
+        mean = 0.0
+    sd = statistics.stdev(deltas) if n >= 2 else None
+    p_value: float | None = None
+    if sd is not None:
+        if sd == 0:
+            p_value = 0.0 if mean != 0 else 1.0
+        else:
+            from scipy.stats import t as student_t
+
+            p_value = float(2 * student_t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    significant = abs(mean) >= min_delta and (p_value is None or p_value < alpha)
+    verdict = NO_EFFECT if not significant or mean == 0 else (IMPROVES if mean > 0 else HURTS)
+    return Evidence(mean, sd, p_value, verdict, n)
+
+
+def _summary(scores: Scores) -> dict[str, Any]:
+    values = list(scores.values())
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
+            "per_seed": {str(s): v for s, v in sorted(scores.items())}}
+
+
+def compare(with_scores: Scores, alone: Scores, sign: float, alpha: float, min_delta: float) -> dict[str, Any]:
+    """Δ per seed (seeds present in both), its evidence and the per-seed values."""
+    seeds = sorted(set(with_scores) & set(alone))
+    deltas = [sign * (with_scores[s] - alone[s]) for s in seeds]
+    evidence = judge(deltas, alpha, min_delta)
+    return {"delta": evidence.mean, "sd": evidence.sd, "p_value": evidence.p_value, "verdict": evidence.verdict,
+            "n_seeds": evidence.n, "score": _summary({s: with_scores[s] for s in seeds}),
+            "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
+
+
+def metric_sign(metric: str) -> float:
+    """+1 where higher is better; mse is the one metric where lower is better."""
+    return -1.0 if metric == "mse" else 1.0
+
+
+# ---- pairwise ------------------------------------------------------------------------------------
+def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
+                    together: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float, split: str = "dev",
+                    test: tuple[Mapping[str, Scores], Mapping[tuple[str, str], Scores]] | None = None) -> dict[str, Any]:
+    """relations.json: nodes (task, metric, baseline) and one edge per ordered pair (source → target).
+
+    `together[(s, t)]` holds t's score when trained with s. With `test`, every node and edge also
+    gets its test-split numbers (the verdict stays the dev one).
+    """
+    tasks = list(metrics)
+    nodes = []
+    for task in tasks:
+        node = {"task": task, "metric": metrics[task], "baseline": _summary(baseline[task])}
+        if test:
+            node["test_baseline"] = _summary(test[0][task])
+        nodes.append(node)
+    edges = []
+    for target in tasks:
+        for source in tasks:
+            if source == target or (source, target) not in together:
+                continue
+            sign = metric_sign(metrics[target])
+            edge = {"source": source, "target": target,
+                    **compare(together[(source, target)], baseline[target], sign, alpha, min_delta)}
+            if test:
+                test_edge = compare(test[1][(source, target)], test[0][target], sign, alpha, min_delta)
+                edge["test"] = {k: test_edge[k] for k in ("delta", "sd", "per_seed")}
+            edges.append(edge)
+    seeds = sorted({int(s) for n in nodes for s in n["baseline"]["per_seed"]})
+    return {"kind": "pairwise", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta,
+            "rule": RULE, "nodes": nodes, "edges": edges}
+
+
+def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float | None]]]:
+    """Rows = target, columns = partner, cells = mean Δ (None on the diagonal or where missing)."""
+    tasks = [n["task"] for n in relations["nodes"]]
+    by_pair = {(e["target"], e["source"]): e["delta"] for e in relations["edges"]}
+    return tasks, [[by_pair.get((t, s)) for s in tasks] for t in tasks]
+
+
+def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
+    """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
+    from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph
+
+    paths = [sweep_dir / n for n in ("relations.json", "relations.dot", "relations.graphml", "gain_matrix.csv",
+                                     "relations.png", "gain_matrix.png")]
+    paths[0].write_text(json.dumps(relations, indent=2) + "\n")
+    paths[1].write_text(relations_dot(relations))
+    write_graphml(relations, paths[2])
+    tasks, matrix = gain_matrix(relations)
+    _write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
+    plot_relation_graph(relations, paths[4])
+    plot_gain_matrix(relations, paths[5])
+    return paths
+
+
+def relations_dot(relations: dict[str, Any]) -> str:
+    """Graphviz: one node per task (with its baseline), coloured edges labelled with Δ."""
+    lines = ["digraph relations {", f'  label="pairwise MTL, {relations["split"]}, {len(relations["seeds"])} seed(s): '
+             'green improves, red hurts, grey no effect";', "  node [shape=ellipse, fontname=Helvetica];",
+             "  edge [fontname=Helvetica, fontsize=10];"]
+    for node in relations["nodes"]:
+        lines.append(f'  "{node["task"]}" [label="{node["task"]}\\n{node["metric"]} {node["baseline"]["mean"]:.3f}"];')
+    for edge in relations["edges"]:
+        style = "solid" if edge["verdict"] != NO_EFFECT else "dashed"
+        lines.append(f'  "{edge["source"]}" -> "{edge["target"]}" [color="{COLOURS[edge["verdict"]]}", '
+                     f'fontcolor="{COLOURS[edge["verdict"]]}", style={style}, label="{edge["delta"]:+.3f}", '
+                     f'verdict="{edge["verdict"]}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_graphml(relations: dict[str, Any], path: Path) -> None:
+    import networkx as nx
+
+    graph = nx.DiGraph(kind="pairwise", split=relations["split"], rule=relations["rule"])
+    for node in relations["nodes"]:
+        attrs = {"metric": node["metric"], "baseline": node["baseline"]["mean"]}
+        if node["baseline"]["sd"] is not None:
+            attrs["baseline_sd"] = node["baseline"]["sd"]
+        graph.add_node(node["task"], **attrs)
+    for edge in relations["edges"]:
+        attrs = {"delta": edge["delta"], "verdict": edge["verdict"], "color": COLOURS[edge["verdict"]],
+                 "n_seeds": edge["n_seeds"],
+                 "per_seed_delta": " ".join(f"{s}:{v['delta']:.6f}" for s, v in edge["per_seed"].items())}
+        attrs.update({k: edge[k] for k in ("sd", "p_value") if edge[k] is not None})
+        graph.add_edge(edge["source"], edge["target"], **attrs)
+    nx.write_graphml(graph, path)
+
+
+def _write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str],
+                      matrix: list[list[float | None]]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([corner, *columns])
+        for row, values in zip(rows, matrix):
+            writer.writerow([row, *("" if v is None else f"{v:.6f}" for v in values)])
+
+
+# ---- STILT ---------------------------------------------------------------------------------------
+def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: Mapping[str, Scores],
+                transferred: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float,
+                split: str = "dev") -> dict[str, Any]:
+    """stilt.json: per target its baseline and, per intermediate task, the transferred score and Δ.
+
+    `transferred[(i, t)]` holds t's score after training on i first.
+    """
+    rows = []
+    for target in metrics:
+        cells = {}
+        for inter in intermediates:
+            if (inter, target) in transferred:
+                cells[inter] = compare(transferred[(inter, target)], baseline[target], metric_sign(metrics[target]),
+                                       alpha, min_delta)
+        rows.append({"target": target, "metric": metrics[target], "baseline": _summary(baseline[target]),
+                     "intermediate": cells})
+    seeds = sorted({int(s) for r in rows for s in r["baseline"]["per_seed"]})
+    return {"kind": "stilt", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
+            "intermediates": intermediates, "targets": rows}
+
+
+def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
+    """Seed 000's layout: rows = target, columns = baseline then each intermediate; mean scores."""
+    columns = ["baseline", *stilt["intermediates"]]
+    rows, matrix = [], []
+    for row in stilt["targets"]:
+        rows.append(row["target"])
+        cells = row["intermediate"]
+        matrix.append([row["baseline"]["mean"], *(cells[i]["score"]["mean"] if i in cells else None
+                                                  for i in stilt["intermediates"])])
+    return rows, columns, matrix
+
+
+def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
+    """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
+    from mtbio.reporting.plots import plot_stilt_matrix
+
+    paths = [sweep_dir / n for n in ("stilt.json", "stilt_matrix.csv", "stilt_matrix.png")]
+    paths[0].write_text(json.dumps(stilt, indent=2) + "\n")
+    rows, columns, matrix = stilt_matrix(stilt)
+    _write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
+    plot_stilt_matrix(stilt, paths[2])
+    return paths
+
+
+# ---- `mtbio report` on a sweep directory -----------------------------------------------------------
+MARK = {IMPROVES: "+", HURTS: "-", NO_EFFECT: " "}
+
+
+def _pm(mean: float, sd: float | None, signed: bool = False) -> str:
+    text = f"{mean:+.4f}" if signed else f"{mean:.4f}"
+    return text + (f"±{sd:.4f}" if sd is not None else "")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def report_relations(run_dir: Path | str) -> str:
+    """The gain matrix (pairwise) and/or the STILT matrix of a sweep directory, as text tables,
+    naming the most helpful partner (or intermediate task) of each target."""
+    from mtbio.errors import MtbioError
+
+    run_dir = Path(run_dir)
+    parts = []
+    if (run_dir / "relations.json").is_file():
+        parts.append(_report_pairwise(json.loads((run_dir / "relations.json").read_text())))
+    if (run_dir / "stilt.json").is_file():
+        parts.append(_report_stilt(json.loads((run_dir / "stilt.json").read_text())))
+    if not parts:
+        raise MtbioError(f"{run_dir}: no relations.json or stilt.json (not a pairwise or stilt sweep directory)")
+    return "\n\n".join(parts)
+
+
+def _best(options: list[tuple[str, dict[str, Any]]]) -> str:
+    if not options:
+        return "no partner"
+    name, cell = max(options, key=lambda item: item[1]["delta"])
+    return (f"{name} ({_pm(cell['delta'], cell['sd'], signed=True)}, {cell['verdict']})" if cell["verdict"] == IMPROVES
+            else f"none helps (best: {name} {cell['delta']:+.4f}, {cell['verdict']})")
+
+
+def _legend(data: dict[str, Any]) -> str:
+    return (f"{data['split']} split, seeds {', '.join(map(str, data['seeds']))}; '+' improves, '-' hurts, unmarked "
+            f"no effect (alpha {data['alpha']:g}, min delta {data['min_delta']:g})")
+
+
+def _report_pairwise(relations: dict[str, Any]) -> str:
+    tasks = [n["task"] for n in relations["nodes"]]
+    edges = {(e["target"], e["source"]): e for e in relations["edges"]}
+    rows = []
+    for node in relations["nodes"]:
+        target = node["task"]
+        cells = [(f"{edges[(target, s)]['delta']:+.4f}{MARK[edges[(target, s)]['verdict']]}"
+                  if (target, s) in edges else "·") for s in tasks]
+        rows.append([target, _pm(node["baseline"]["mean"], node["baseline"]["sd"]), *cells])
+    lines = ["Pairwise MTL gain matrix: Δ of the target (row) when trained together with the partner (column)",
+             _legend(relations), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
+    for target in tasks:
+        lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
+    return "\n".join(lines)
+
+
+def _report_stilt(stilt: dict[str, Any]) -> str:
+    inters = stilt["intermediates"]
+    rows = []
+    for row in stilt["targets"]:
+        cells = row["intermediate"]
+        rows.append([row["target"], _pm(row["baseline"]["mean"], row["baseline"]["sd"]),
+                     *(f"{cells[i]['score']['mean']:.4f} ({cells[i]['delta']:+.4f}){MARK[cells[i]['verdict']]}"
+                       if i in cells else "·" for i in inters)])
+    lines = ["STILT: target (row) fine-tuned after the intermediate task (column); score (Δ vs baseline)",
+             _legend(stilt), "", _table(["target", "baseline", *inters], rows), "", "most helpful intermediate task:"]
+    for row in stilt["targets"]:
+        lines.append(f"  {row['target']}: {_best(list(row['intermediate'].items()))}")
+    return "\n".join(lines)
