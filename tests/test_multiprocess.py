@@ -1,4 +1,5 @@
-"""Two training processes (gloo on CPU) through `accelerate launch` on a small slice of real data.
+"""Two training processes through `accelerate launch --config_file examples/accelerate/ddp.yaml`
+(gloo on CPU) on a small slice of real data.
 
 Checks that every rank runs the same task at every step on its own half of the batch, that the
 result equals a single-process run with the same global batch, and that the run directory is
@@ -65,9 +66,10 @@ def test_two_processes_match_one(tmp_path: Path, data_dir: Path, tiny_encoder_no
     flags = []
     for key, value in OPTIONS.items():
         flags += [f"--{key.replace('_', '-')}", str(value)]
-    command = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(_free_port()), "-m", "mtbio", "refine", "--tasks", ",".join(TASKS.values()),
+    # the shipped example config (DDP; without GPUs its processes run on CPU over gloo)
+    command = [str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
+               str(REPO / "examples" / "accelerate" / "ddp.yaml"), "--main_process_port", str(_free_port()),
+               "-m", "mtbio", "refine", "--tasks", ",".join(TASKS.values()),
                "--task-defs", str(defs), "--data-dir", str(data_dir), "--encoder", tiny_encoder_no_dropout,
                "--output", str(tmp_path / "two"), *flags]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
