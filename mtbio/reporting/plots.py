@@ -69,8 +69,7 @@ def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[
     finite = values[np.isfinite(values)]
     span = max(float(np.abs(finite).max()) if finite.size else 0.0, 1e-3)
     fig, ax = plt.subplots(figsize=(2.0 + 1.5 * len(columns), 1.5 + 0.8 * len(rows)))
-    cmap = matplotlib.colormaps["RdYlGn"].copy()
-    cmap.set_bad("#eeeeee")
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
     for i, row in enumerate(text):
         for j, cell in enumerate(row):

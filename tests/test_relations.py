@@ -1,0 +1,247 @@
+"""mtbio pairwise / mtbio stilt: verdict rule, a synthetic setup with a known helper and a noise task,
+resuming a killed sweep, shared baselines, the dry-run estimate, and missing credentialed data."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import mtbio.experiments.sweep as sweep
+from mtbio.cli import main
+from mtbio.errors import MtbioError
+from mtbio.experiments.pairwise import pairwise
+from mtbio.experiments.stilt import stilt
+from mtbio.reporting.relations import HURTS, IMPROVES, NO_EFFECT, judge, report_relations
+from mtbio.training.config import RunConfig
+
+POS = ["fever", "rash", "cough", "nausea", "pain", "edema"]
+NEG = ["aspirin", "insulin", "heparin", "statin", "warfarin", "morphine"]
+FILLER = "the patient was seen today with a history of and no other findings noted in clinic report".split()
+
+
+@pytest.fixture(scope="module")
+def micro_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer, 32-wide BERT whose vocabulary is just the synthetic words (fast optimizer steps)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    path = tmp_path_factory.mktemp("micro-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(FILLER + POS + NEG))]
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(path)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(path)
+    return str(path)
+
+
+def _rows(rng: random.Random, n: int, prefix: str, keywords: int = 6) -> list[tuple[str, str, str]]:
+    """Sentences of filler words with one keyword; the keyword decides the label."""
+    rows = []
+    for i in range(n):
+        label = rng.choice(["pos", "neg"])
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
+        words.insert(rng.randrange(len(words) + 1), rng.choice((POS if label == "pos" else NEG)[:keywords]))
+        rows.append((f"{prefix}{i}", " ".join(words), label))
+    return rows
+
+
+def _write(path: Path, rows: list[tuple[str, str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows))
+
+
+@pytest.fixture(scope="module")
+def keyword_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Three tasks with known relations; returns (task-defs dir, data dir).
+
+    kw-few:   12 training sentences (repeated 8×) using only 2 of the 6 keywords per class: alone it
+              cannot label the other keywords (dev uses all of them).
+    kw-all:   192 sentences over all keywords, the same labelling: it should help kw-few.
+    kw-noise: kw-all's sentences with shuffled labels: it carries no information, so it must not help.
+    """
+    root = tmp_path_factory.mktemp("keyword-tasks")
+    rng = random.Random(7)
+    few = _rows(rng, 12, "f", keywords=2)
+    _write(root / "data/few/train.tsv", [(f"{a}.{r}", b, c) for r in range(8) for a, b, c in few])
+    dev = _rows(rng, 96, "d")
+    full = _rows(rng, 192, "t")
+    _write(root / "data/few/dev.tsv", dev)
+    _write(root / "data/all/train.tsv", full)
+    _write(root / "data/all/dev.tsv", dev)
+    labels = [r[2] for r in full]
+    rng.shuffle(labels)
+    _write(root / "data/noise/train.tsv", [(a, b, lab) for (a, b, _), lab in zip(full, labels)])
+    dev_labels = [r[2] for r in dev]
+    rng.shuffle(dev_labels)
+    _write(root / "data/noise/dev.tsv", [(a, b, lab) for (a, b, _), lab in zip(dev, dev_labels)])
+    (root / "defs").mkdir()
+    for name, folder in (("kw-few", "few"), ("kw-all", "all"), ("kw-noise", "noise")):
+        (root / "defs" / f"{name}.yml").write_text(
+            f"name: {name}\ntype: classification\nformat: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
+            f"files: {{train: {folder}/train.tsv, dev: {folder}/dev.tsv}}\nlabels: [pos, neg]\nmetric: accuracy\n"
+            "max_length: 16\n")
+    return str(root / "defs"), str(root / "data")
+
+
+def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> RunConfig:
+    defs, data = keyword_tasks
+    values = dict(tasks=["kw-few", "kw-all", "kw-noise"], task_defs=[defs], data_dir=data, encoder=encoder,
+                  output=str(output), epochs=4, batch_size=8, lr=5e-3, seeds=3)
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+# ---- the verdict rule ------------------------------------------------------------------------------
+def test_consistent_gain_improves_and_noisy_gain_has_no_effect() -> None:
+    assert judge([0.05, 0.06, 0.055], alpha=0.05, min_delta=0.01).verdict == IMPROVES
+    assert judge([-0.05, -0.06, -0.055], alpha=0.05, min_delta=0.01).verdict == HURTS
+    noisy = judge([0.08, -0.05, 0.04], alpha=0.05, min_delta=0.01)  # mean +0.023, but within the spread
+    assert noisy.verdict == NO_EFFECT and noisy.p_value is not None and noisy.p_value > 0.05
+    assert judge([0.004, 0.005, 0.0045], alpha=0.05, min_delta=0.01).verdict == NO_EFFECT  # significant but tiny
+    assert judge([0.05], alpha=0.05, min_delta=0.01).verdict == IMPROVES  # one seed: the threshold alone
+    assert judge([0.005], alpha=0.05, min_delta=0.01).verdict == NO_EFFECT
+    assert judge([0.3, 0.3], alpha=0.05, min_delta=0.0).p_value == 0.0  # identical gains: no spread at all
+
+
+# ---- pairwise end to end -------------------------------------------------------------------------
+def test_helper_task_gets_a_green_edge_and_the_noise_task_none(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    sweep_dir, relations = pairwise(_config(keyword_tasks, micro_encoder, tmp_path / "sweep"), echo=lambda _: None)
+    assert relations is not None
+    edges = {(e["source"], e["target"]): e for e in relations["edges"]}
+    assert len(edges) == 6 and all(e["n_seeds"] == 3 for e in edges.values())
+    helped = edges[("kw-all", "kw-few")]
+    assert helped["verdict"] == IMPROVES and helped["delta"] > 0.2, helped
+    assert [e for (s, _), e in edges.items() if s == "kw-noise" and e["verdict"] == IMPROVES] == []
+    assert set(helped["per_seed"]) == {"42", "43", "44"}
+
+    for name in ("relations.json", "relations.dot", "relations.graphml", "gain_matrix.csv", "relations.png",
+                 "gain_matrix.png"):
+        assert (sweep_dir / name).is_file(), name
+    for png in ("relations.png", "gain_matrix.png"):
+        import matplotlib.image
+
+        image = matplotlib.image.imread(sweep_dir / png)
+        assert image.shape[0] > 200 and image.shape[1] > 200 and image.std() > 0.01  # a real picture, not blank
+    dot = (sweep_dir / "relations.dot").read_text()
+    assert '"kw-all" -> "kw-few" [color="#2e7d32"' in dot
+    import networkx as nx
+
+    graph = nx.read_graphml(sweep_dir / "relations.graphml")
+    assert graph.edges["kw-all", "kw-few"]["verdict"] == IMPROVES
+    csv_lines = (sweep_dir / "gain_matrix.csv").read_text().splitlines()
+    assert csv_lines[0] == "target \\ partner,kw-few,kw-all,kw-noise"
+    assert csv_lines[1].startswith("kw-few,,") and float(csv_lines[1].split(",")[2]) == pytest.approx(helped["delta"], abs=1e-5)
+
+    text = report_relations(sweep_dir)
+    assert "kw-few: kw-all (+" in text and "improves" in text
+    result = CliRunner().invoke(main, ["report", str(sweep_dir)])
+    assert result.exit_code == 0 and "most helpful partner" in result.output
+
+
+# ---- resuming, sharing, dry run ---------------------------------------------------------------------
+class _Killed(Exception):
+    pass
+
+
+_REAL_TRAIN = sweep.train_tasks
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, kill_after: int | None = None) -> list[Path]:
+    """Count train_tasks calls; on call kill_after+1 leave a half-written run directory and stop."""
+    real = _REAL_TRAIN
+    calls: list[Path] = []
+
+    def train(tasks, config, run_dir, *args):  # type: ignore[no-untyped-def]
+        calls.append(run_dir)
+        if kill_after is not None and len(calls) > kill_after:
+            run_dir.mkdir(parents=True)
+            (run_dir / "config.yaml").write_text("half-written\n")
+            raise _Killed()
+        return real(tasks, config, run_dir, *args)
+
+    monkeypatch.setattr(sweep, "train_tasks", train)
+    return calls
+
+
+def test_killed_sweep_resumes_without_redoing_finished_cells(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(keyword_tasks, micro_encoder, tmp_path / "sweep", tasks=["kw-few", "kw-all"], seeds=2, epochs=1)
+    calls = _counting(monkeypatch, kill_after=3)
+    with pytest.raises(_Killed):
+        pairwise(config, echo=lambda _: None)
+    finished = sorted((tmp_path / "sweep").rglob("results.json"))
+    assert len(finished) == 3
+    stamps = {p: p.stat().st_mtime_ns for p in finished}
+    unfinished = calls[-1]
+    assert not (unfinished / "results.json").exists()
+
+    lines: list[str] = []
+    dry_sweep_dir, nothing = pairwise(config.model_copy(update={"dry_run": True}), echo=lines.append)
+    assert nothing is None and "6 cells, 3 finished, 3 to run" in lines[0]
+    assert "measured on 3 finished cell(s)" in lines[-1]
+
+    calls = _counting(monkeypatch)
+    _, relations = pairwise(config, echo=lambda _: None)
+    assert len(calls) == 3 and unfinished in calls  # the killed cell is redone, the finished ones are not
+    assert {p: p.stat().st_mtime_ns for p in finished} == stamps
+    assert (unfinished / "results.json").is_file() and not (unfinished / "checkpoints").exists()
+    assert relations is not None and len(relations["edges"]) == 2
+
+    calls = _counting(monkeypatch)
+    pairwise(config, echo=lambda _: None)  # everything finished: nothing trains, the files are rewritten
+    assert calls == []
+
+    # STILT in the same directory reuses the single-task baselines and trains only the transfers
+    _, result = stilt(config.model_copy(update={"tasks": [], "intermediate": ["kw-all"], "target": ["kw-few"]}),
+                      echo=lambda _: None)
+    assert [p.relative_to(tmp_path / "sweep").as_posix() for p in calls] == [
+        "transfer/kw-all-to-kw-few/seed-42", "transfer/kw-all-to-kw-few/seed-43"]
+    assert result is not None and (tmp_path / "sweep" / "stilt_matrix.png").is_file()
+    saved = json.loads((tmp_path / "sweep" / "transfer/kw-all-to-kw-few/seed-42/results.json").read_text())
+    assert saved["stage"] == "finetune"
+    assert saved["encoder_source"] == str(tmp_path / "sweep" / "baselines/kw-all/seed-42/encoder")
+    csv_lines = (tmp_path / "sweep" / "stilt_matrix.csv").read_text().splitlines()
+    assert csv_lines[0] == "target \\ intermediate,baseline,kw-all"
+    assert "STILT" in report_relations(tmp_path / "sweep")
+
+    with pytest.raises(MtbioError, match="other options.*epochs"):
+        pairwise(config.model_copy(update={"epochs": 2}), echo=lambda _: None)
+
+
+def test_dry_run_lists_every_cell_with_a_default_estimate(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    defs, data = keyword_tasks
+    result = CliRunner().invoke(main, ["pairwise", "--tasks", "kw-few,kw-all,kw-noise", "--task-defs", defs,
+                                       "--data-dir", data, "--output", str(tmp_path / "s"), "--seeds", "2",
+                                       "--epochs", "1", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "12 cells, 0 finished, 12 to run" in result.output
+    assert "pair kw-few + kw-all, seed 43" in result.output and "baseline kw-noise, seed 42" in result.output
+    assert "estimated time: ~" in result.output and "default rates" in result.output
+    assert not (tmp_path / "s").exists()  # a dry run writes nothing
+
+
+# ---- data checks --------------------------------------------------------------------------------------
+def test_clinical_without_credentialed_data_names_every_missing_task(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["pairwise", "--domain", "clinical", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 4
+    for task in ("clinicalsts", "i2b2-2010", "mednli", "shareclefe"):
+        assert any(f"task '{task}'" in line and "put files at" in line and str(tmp_path) in line for line in errors)
+
+
+def test_public_clinical_substitutes_run(tmp_path: Path, tiny_encoder: str, data_dir: Path) -> None:
+    for needed in ("MedicalQuestionPairs", "ADE-Corpus-V2"):
+        if not (data_dir / needed).is_dir():
+            pytest.skip(f"{needed} not in the data directory")
+    result = CliRunner().invoke(main, ["pairwise", "--tasks", "mqp,ade", "--data-dir", str(data_dir), "--encoder",
+                                       tiny_encoder, "--output", str(tmp_path / "s"), "--seeds", "1",
+                                       "--max-steps", "2", "--batch-size", "4", "--max-train-examples", "16",
+                                       "--max-length", "32"])
+    assert result.exit_code == 0, result.output
+    assert "most helpful partner" in result.output and (tmp_path / "s" / "relations.png").is_file()
