@@ -264,10 +264,12 @@ def _run_sweep(run: Any, values: dict[str, Any]) -> None:
         sweep_dir, result = run(_run_config(values), echo=click.echo)
     except StopRequested:
         raise MtbioError("stopped by a signal; run the same command again to finish the sweep") from None
-    if result is not None:
+    from accelerate import PartialState
+
+    if result is not None and PartialState().is_main_process:  # several processes: print once
         from mtbio.reporting.relations import report_relations
 
-        click.echo("\n" + report_relations(sweep_dir))
+        click.echo("\n" + report_relations(sweep_dir, only=result["kind"]))
 
 
 @main.command()

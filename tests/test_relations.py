@@ -245,3 +245,32 @@ def test_public_clinical_substitutes_run(tmp_path: Path, tiny_encoder: str, data
                                        "--max-length", "32"])
     assert result.exit_code == 0, result.output
     assert "most helpful partner" in result.output and (tmp_path / "s" / "relations.png").is_file()
+
+
+def test_sweep_under_accelerate_launch_runs_each_cell_once(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    """Two CPU processes (gloo) walk the same cells; the main one prints, cleans and writes."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    launcher = Path(sys.executable).parent / "accelerate"
+    if shutil.which("accelerate", path=str(launcher.parent)) is None:
+        pytest.skip("the accelerate command is not installed beside this Python")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    defs, data = keyword_tasks
+    repo = Path(__file__).resolve().parents[1]
+    command = [str(launcher), "launch", "--config_file", str(repo / "examples" / "accelerate" / "ddp.yaml"),
+               "--main_process_port", str(port), "-m", "mtbio", "pairwise", "--tasks", "kw-few,kw-all",
+               "--task-defs", defs, "--data-dir", data, "--encoder", micro_encoder, "--output", str(tmp_path / "s"),
+               "--seeds", "1", "--epochs", "1", "--batch-size", "8"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stdout.count("[1/3] baseline kw-few, seed 42") == 1 and done.stdout.count("most helpful partner") == 1
+    assert len(list((tmp_path / "s").rglob("results.json"))) == 3 and (tmp_path / "s" / "relations.json").is_file()

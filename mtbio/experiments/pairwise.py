@@ -13,7 +13,7 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
 from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
-                                     run_cells, seeds_of)
+                                     processes, record_protocol, run_cells, seeds_of)
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -63,24 +63,31 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
 def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the pairwise sweep and write its relation files; with `dry_run`, only print
     the plan. Returns the sweep directory and relations.json's content (None for a dry run)."""
-    from accelerate import PartialState
-
     catalog = catalog_for(config)
     tasks = resolve_tasks(config, catalog)
+    state = processes(config)
+    echo = echo if state.is_main_process else _silent
     if len(tasks) < 2:
         raise MtbioError("pairwise needs at least two tasks (--tasks a,b,... or --domain D)")
     data_dir = data_dir_for(config)
     check_data(tasks, data_dir)
     sweep_dir = sweep_dir_for(config, tasks, "pairwise")
     cells = pairwise_cells(sweep_dir, tasks, config)
-    check_protocol(sweep_dir, config, write=not config.dry_run and PartialState().is_main_process)
+    check_protocol(sweep_dir, config)
     if config.dry_run:
         assert data_dir is not None
         echo(dry_run_report(cells, config, {t.name: t for t in tasks}, data_dir))
         return sweep_dir, None
-    run_cells(cells, config, catalog.tasks, data_dir, echo)
+    state.wait_for_everyone()  # every process has read sweep.json before it is written
+    if state.is_main_process:
+        record_protocol(sweep_dir, config)
+    run_cells(cells, config, catalog.tasks, data_dir, state, echo)
     relations = collect_relations(cells, tasks, config)
-    if PartialState().is_main_process:
+    if state.is_main_process:
         for path in write_relations(sweep_dir, relations):
             echo(f"written: {path}")
     return sweep_dir, relations
+
+
+def _silent(_line: str) -> None:
+    """Progress lines come from the main process only."""

@@ -14,7 +14,7 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
-                                     run_cells, seeds_of)
+                                     processes, record_protocol, run_cells, seeds_of)
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -66,23 +66,30 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
 
 def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
-    from accelerate import PartialState
-
     inters, targets = stilt_tasks(config)
+    state = processes(config)
+    echo = echo if state.is_main_process else _silent
     if all(i.name == t.name for i in inters for t in targets):
         raise MtbioError("STILT needs an intermediate task different from the target")
     data_dir = data_dir_for(config)
     check_data(list({t.name: t for t in inters + targets}.values()), data_dir)
     sweep_dir = sweep_dir_for(config, list({t.name: t for t in inters + targets}.values()), "stilt")
     cells = stilt_cells(sweep_dir, inters, targets, config)
-    check_protocol(sweep_dir, config, write=not config.dry_run and PartialState().is_main_process)
+    check_protocol(sweep_dir, config)
     if config.dry_run:
         assert data_dir is not None
         echo(dry_run_report(cells, config, {t.name: t for t in inters + targets}, data_dir))
         return sweep_dir, None
-    run_cells(cells, config, catalog_for(config).tasks, data_dir, echo)
+    state.wait_for_everyone()  # every process has read sweep.json before it is written
+    if state.is_main_process:
+        record_protocol(sweep_dir, config)
+    run_cells(cells, config, catalog_for(config).tasks, data_dir, state, echo)
     result = collect_stilt(cells, inters, targets, config)
-    if PartialState().is_main_process:
+    if state.is_main_process:
         for path in write_stilt(sweep_dir, result):
             echo(f"written: {path}")
     return sweep_dir, result
+
+
+def _silent(_line: str) -> None:
+    """Progress lines come from the main process only."""

@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from accelerate import Accelerator
+
 from mtbio.errors import MtbioError
 from mtbio.experiments.training_run import train_tasks
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
+from mtbio.training.trainer import make_accelerator
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
 # dynamic padding (see shared/docs/cpu-stack.md: 8-26 examples/s training, 37-114 inference).
@@ -112,20 +115,26 @@ def protocol(config: RunConfig) -> dict[str, Any]:
     return {k: v for k, v in config.model_dump(mode="json").items() if k not in NOT_PROTOCOL}
 
 
-def check_protocol(sweep_dir: Path, config: RunConfig, write: bool) -> None:
-    """A sweep directory's cells must all come from the same options; record them on first use."""
+def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
+    """A sweep directory's cells must all come from the same options (read-only; every process)."""
     path = sweep_dir / "sweep.json"
+    if not path.is_file():
+        return
+    saved = json.loads(path.read_text()).get("protocol", {})
     current = protocol(config)
-    if path.is_file():
-        saved = json.loads(path.read_text()).get("protocol", {})
-        changed = [f"{k}: {saved.get(k)!r} there, {current.get(k)!r} now" for k in sorted(set(saved) | set(current))
-                   if saved.get(k) != current.get(k)]
-        if changed:
-            raise MtbioError(f"{sweep_dir} holds cells trained with other options ({'; '.join(changed)}); "
-                             "use the same options or another --output")
-    elif write:
+    changed = [f"{k}: {saved.get(k)!r} there, {current.get(k)!r} now" for k in sorted(set(saved) | set(current))
+               if saved.get(k) != current.get(k)]
+    if changed:
+        raise MtbioError(f"{sweep_dir} holds cells trained with other options ({'; '.join(changed)}); "
+                         "use the same options or another --output")
+
+
+def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
+    """Write sweep.json on first use of a sweep directory (main process only)."""
+    path = sweep_dir / "sweep.json"
+    if not path.is_file():
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"protocol": current}, indent=2) + "\n")
+        path.write_text(json.dumps({"protocol": protocol(config)}, indent=2) + "\n")
 
 
 def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
@@ -137,16 +146,19 @@ def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
     return config.model_copy(update=update)
 
 
+def processes(config: RunConfig) -> Accelerator:
+    """The process group of this sweep: created the way every cell creates it (CPU processes talk
+    over gloo), before anything asks which process is the main one."""
+    return make_accelerator(config.mixed_precision)
+
+
 def run_cells(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
-              echo: Callable[[str], None] = print) -> int:
+              state: Accelerator, echo: Callable[[str], None] = print) -> int:
     """Train every unfinished cell in order; returns how many were trained.
 
     Under `accelerate launch` every process walks the same list; the main process cleans
     unfinished cell directories and writes files, and each cell is one distributed run.
     """
-    from accelerate import PartialState
-
-    state = PartialState()
     pending = [c for c in cells if not c.done]
     state.wait_for_everyone()  # every process has decided what to run before anything is removed
     if state.is_main_process:

@@ -244,16 +244,17 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def report_relations(run_dir: Path | str) -> str:
+def report_relations(run_dir: Path | str, only: str | None = None) -> str:
     """The gain matrix (pairwise) and/or the STILT matrix of a sweep directory, as text tables,
-    naming the most helpful partner (or intermediate task) of each target."""
+    naming the most helpful partner (or intermediate task) of each target. `only`: "pairwise"
+    or "stilt" to leave the other out."""
     from mtbio.errors import MtbioError
 
     run_dir = Path(run_dir)
     parts = []
-    if (run_dir / "relations.json").is_file():
+    if (run_dir / "relations.json").is_file() and only in (None, "pairwise"):
         parts.append(_report_pairwise(json.loads((run_dir / "relations.json").read_text())))
-    if (run_dir / "stilt.json").is_file():
+    if (run_dir / "stilt.json").is_file() and only in (None, "stilt"):
         parts.append(_report_stilt(json.loads((run_dir / "stilt.json").read_text())))
     if not parts:
         raise MtbioError(f"{run_dir}: no relations.json or stilt.json (not a pairwise or stilt sweep directory)")
