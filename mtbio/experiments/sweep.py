@@ -252,7 +252,7 @@ def dry_run_report(cells: list[Cell], config: RunConfig, catalog: dict[str, Task
         total += seconds
         lines.append(f"  {cell.describe():48s} {work.train_examples:7d} train + {work.eval_examples:6d} eval examples "
                      f"~{format_duration(seconds)}  {cell.run_dir}")
-    lines.append(f"estimated time: ~{format_duration(total)} ({rates.basis}; model loading and saving not counted)")
+    lines.append(f"estimated time: ~{format_duration(total)} ({rates.basis}; loading data and models not counted)")
     return "\n".join(lines)
 
 
