@@ -223,6 +223,9 @@ def test_dry_run_lists_every_cell_with_a_default_estimate(
     assert "pair kw-few + kw-all, seed 43" in result.output and "baseline kw-noise, seed 42" in result.output
     assert "estimated time: ~" in result.output and "default rates" in result.output
     assert not (tmp_path / "s").exists()  # a dry run writes nothing
+    refused = CliRunner().invoke(main, ["pairwise", "--tasks", "kw-few,kw-all", "--task-defs", defs, "--data-dir", data,
+                                        "--resume"])
+    assert refused.exit_code == 2 and "a sweep resumes by itself" in refused.output
 
 
 # ---- data checks --------------------------------------------------------------------------------------

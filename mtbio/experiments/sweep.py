@@ -149,6 +149,8 @@ def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
 def processes(config: RunConfig) -> Accelerator:
     """The process group of this sweep: created the way every cell creates it (CPU processes talk
     over gloo), before anything asks which process is the main one."""
+    if config.resume:
+        raise MtbioError("--resume: a sweep resumes by itself (run the same command again); leave --resume out")
     return make_accelerator(config.mixed_precision)
 
 
