@@ -139,7 +139,8 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("MTBIO_DATA_DIR", "../shared/data"))
     parser.add_argument("--encoder", default=None)
     parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
-    parser.add_argument("--skip-trainer", action="store_true", help="Only run the mtbio side.")
+    parser.add_argument("--reuse-trainer", action="store_true",
+                        help="Rerun only the mtbio side; take the Trainer side from the existing result file.")
     args = parser.parse_args()
 
     task = load_catalog().get(args.task)
@@ -150,10 +151,14 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.mixed_precision == "no" else f"-{args.mixed_precision}"
     target = RESULTS / f"trainer_baseline-{task.name}{suffix}.json"
+    previous = json.loads(target.read_text()) if args.reuse_trainer and target.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         result["mtbio"] = run_mtbio(task, data_dir, encoder, Path(tmp) / "mtbio", args.mixed_precision)
+        if "trainer" in previous:
+            result["trainer"] = previous["trainer"]
+            result["trainer_reused_from_earlier_run"] = True
         target.write_text(json.dumps(result, indent=2) + "\n")  # keep the half we have if the other side fails
-        if not args.skip_trainer:
+        if "trainer" not in result and not args.reuse_trainer:
             result["trainer"] = run_trainer(task, data_dir, encoder, Path(tmp) / "trainer")
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     m = result["mtbio"]["dev"][task.metric]
