@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from mtbio.errors import MtbioError
@@ -131,7 +130,3 @@ def load_model(run_dir: Path, tasks: list[str] | None = None, **encoder_override
     heads = {t: load_head(heads_dir / t, hidden) for t in wanted}
     return MultiTaskModel(encoder, heads), tokenizer
 
-
-def state_dict_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0.0) -> bool:
-    """Helper for tests and resume checks."""
-    return set(a) == set(b) and all(torch.allclose(a[k].float(), b[k].float(), atol=atol) for k in a)

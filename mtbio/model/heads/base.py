@@ -62,5 +62,17 @@ class Head(nn.Module):
         raise NotImplementedError
 
 
+class SentenceHead(Head):
+    """[CLS] → dropout → linear: the shape shared by the sentence-level heads."""
+
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, config.num_outputs)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(hidden[:, 0]))
+
+
 def build_head(config: HeadConfig) -> Head:
     return HEADS.get(config.type)(config)

@@ -6,19 +6,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads.base import HEADS, Head, HeadConfig
+from mtbio.model.heads.base import HEADS, SentenceHead
 
 
 @HEADS.register("classification")
-class ClassificationHead(Head):
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.dropout = nn.Dropout(config.dropout)
-        self.out = nn.Linear(config.hidden_size, config.num_outputs)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0]))
-
+class ClassificationHead(SentenceHead):
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.cross_entropy(logits.float(), labels)
 

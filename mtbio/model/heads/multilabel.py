@@ -1,4 +1,4 @@
-"""Multi-label classification (HoC): [CLS] → linear, one sigmoid per label, BCE; positive above a threshold."""
+"""Multi-label classification (HoC): [CLS] → dropout → linear, one sigmoid per label, BCE; positive above a threshold."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,19 +6,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads.base import HEADS, Head, HeadConfig
+from mtbio.model.heads.base import HEADS, SentenceHead
 
 
 @HEADS.register("multilabel")
-class MultiLabelHead(Head):
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.dropout = nn.Dropout(config.dropout)
-        self.out = nn.Linear(config.hidden_size, config.num_outputs)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0]))
-
+class MultiLabelHead(SentenceHead):
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
 

@@ -6,18 +6,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads.base import HEADS, Head, HeadConfig
+from mtbio.model.heads.base import HEADS, SentenceHead
 
 
 @HEADS.register("regression")
-class RegressionHead(Head):
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.dropout = nn.Dropout(config.dropout)
-        self.out = nn.Linear(config.hidden_size, 1)
-
+class RegressionHead(SentenceHead):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(hidden[:, 0])).squeeze(-1)
+        return super().forward(hidden).squeeze(-1)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.mse_loss(logits.float(), labels.float())
