@@ -41,8 +41,8 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
-def make_tiny_encoder(path: Path, dropout: float = 0.1) -> str:
-    """A 2-layer, 32-wide BERT with the MiniLM vocabulary, saved as a local HF directory."""
+def make_tiny_encoder(path: Path, dropout: float = 0.1, layers: int = 2) -> str:
+    """A `layers`-deep, 32-wide BERT with the MiniLM vocabulary, saved as a local HF directory."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -50,7 +50,7 @@ def make_tiny_encoder(path: Path, dropout: float = 0.1) -> str:
 
     tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=dropout,
                         attention_probs_dropout_prob=dropout)
     BertModel(config).save_pretrained(path)
@@ -62,6 +62,12 @@ def make_tiny_encoder(path: Path, dropout: float = 0.1) -> str:
 def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer, 32-wide BERT with the MiniLM vocabulary (default dropout)."""
     return make_tiny_encoder(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_6_layers(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny BERT as deep as the packaged MiniLM-L6, for examples that freeze or drop layers."""
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny-bert-6"), layers=6)
 
 
 @pytest.fixture(scope="session")

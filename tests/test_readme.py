@@ -1,0 +1,81 @@
+"""The README's shell examples run, in order, so they cannot rot.
+
+Every `mtbio ...` line of every ```bash block runs in one scratch directory, with `../shared/data`
+pointing at the real data and training commands shortened (tiny encoder, a few steps, one seed).
+Lines that need hardware or a network are skipped here and covered elsewhere: `accelerate launch`
+(tests/test_multiprocess.py runs the config-file form), `pip install`/`pytest` (CI runs them),
+and the `my_tasks/` walk-through (tests/test_user_dataset.py builds such a dataset).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINING = ("refine", "finetune", "pairwise", "stilt")
+QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4"]
+
+
+def readme_commands() -> list[str]:
+    """Shell lines of the README's bash blocks, continuations joined, comments dropped."""
+    text = (REPO / "README.md").read_text()
+    lines: list[str] = []
+    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def _skip(line: str) -> bool:
+    return (line.startswith(("pip ", "python -m pytest", "accelerate ")) or "my_tasks" in line
+            or line.startswith("MTBIO_TASK_DEFS="))
+
+
+def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_dir: Path) -> None:
+    tiny_encoder = tiny_encoder_6_layers  # as deep as MiniLM-L6, so the layer options mean what they say
+    mtbio = str(Path(sys.executable).parent / "mtbio")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MTBIO_DATA_DIR=str(data_dir))
+    ran = []
+    for line in readme_commands():
+        if _skip(line):
+            continue
+        line = line.replace("../shared/data", str(data_dir)).replace(" task_defs/", f" {REPO / 'task_defs'}/")
+        if line.startswith("printf "):
+            subprocess.run(line, shell=True, cwd=tmp_path, check=True)
+            continue
+        words = shlex.split(line)
+        assert words[0] == "mtbio", f"README line is not an mtbio command: {line}"
+        words[0] = mtbio
+        if words[1] in ("pairwise", "stilt") and "--domain" in words:  # 2 tasks instead of 4 keep the sweep short
+            i = words.index("--domain")
+            words[i:i + 2] = ["--tasks", "chemprot,ddi"]
+        if words[1] in TRAINING:
+            words += QUICK + (["--seeds", "1"] if "--seeds" in words else [])
+            if "--from" not in words:
+                words += ["--encoder", tiny_encoder]
+        done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"README command failed: {line}\n{done.stderr[-3000:]}"
+        assert "Traceback" not in done.stderr, line
+        ran.append(words[1])
+    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks"} <= set(ran)
+    assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
+
+
+def test_quickstart_demo_runs_and_prints_the_table(tmp_path: Path, tiny_encoder: str) -> None:
+    """`mtbio demo` (the quickstart's main job), with the tiny encoder so it stays quick here."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    done = subprocess.run([str(Path(sys.executable).parent / "mtbio"), "demo", "--encoder", tiny_encoder, "--epochs", "1",
+                           "--output", str(tmp_path / "demo")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("run "))
+    for task in ("demo-hoc", "demo-ner", "demo-nli", "demo-relation", "demo-sts", "avg", "blurb"):
+        assert task in header
+    rows = [line for line in done.stdout.splitlines() if line.startswith(str(tmp_path))]
+    assert [r.split()[1] for r in rows] == ["refinement", "fine-tune"]
