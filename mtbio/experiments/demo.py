@@ -38,4 +38,4 @@ def run_demo(output: Path, encoder: str | None = None, epochs: int | None = None
     (output / MARKER).write_text("created by `mtbio demo`; safe to delete\n")
     refine_dir, _ = refine(demo_config(output=str(output / "refine"), encoder=encoder, epochs=epochs))
     finetune(demo_config(from_run=str(refine_dir), output=str(output / "finetune"), epochs=1, lr=5e-5))
-    return evaluate_paths([refine_dir, output / "finetune"], "dev", SAMPLE_DIR)
+    return evaluate_paths([refine_dir, output / "finetune"], "dev", SAMPLE_DIR, rescore=False)

@@ -18,7 +18,7 @@ from mtbio.data.pipeline import load_task_split
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import blue_average, blurb_score, mean_sd
 from mtbio.evaluation.metrics import score_task
-from mtbio.experiments.predict import load_run
+from mtbio.experiments.predict import load_run, read_run_tasks
 from mtbio.model.inference import predict_split
 from mtbio.tasks.loading import require_data
 
@@ -75,8 +75,13 @@ def evaluate_paths(
     data_dir: Path | None,
     tasks: Sequence[str] = (),
     batch_size: int = 64,
+    rescore: bool = True,
 ) -> dict[str, Any]:
-    """Score every run under `paths` on `split`; returns the table as JSON-able data."""
+    """Score every run under `paths` on `split`; returns the table as JSON-able data.
+
+    `rescore=False` takes the scores each run saved in results.json (the same weights, so the
+    same numbers) instead of reloading the model and predicting again.
+    """
     rows: list[EvaluationRow] = []
     categories: dict[str, str] = {}
     for path in paths:
@@ -84,6 +89,13 @@ def evaluate_paths(
         stage = _stage_of(runs[0])
         row = EvaluationRow(name=str(path), stage=STAGE_LABELS.get(stage, stage))
         for run_dir in runs:
+            if not rescore:
+                saved = json.loads((run_dir / "results.json").read_text()).get(split, {})
+                for name, task in read_run_tasks(run_dir).items():
+                    if name in saved and (not tasks or name in tasks):
+                        row.add(name, saved[name], task.metric)
+                        categories[name] = task.category
+                continue
             run = load_run(run_dir)
             device = next(run.model.parameters()).device
             for name, task in run.tasks.items():
