@@ -21,7 +21,7 @@ SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
 
 def demo_config(**overrides: Any) -> RunConfig:
     values: dict[str, Any] = dict(domain="demo", task_defs=[str(SAMPLE_DIR / "task_defs")], data_dir=str(SAMPLE_DIR),
-                                  epochs=2, batch_size=8, lr=2e-4, seed=13)
+                                  epochs=2, batch_size=8, lr=2e-4, max_length=48, seed=13)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return RunConfig(**values)
 
@@ -37,5 +37,6 @@ def run_demo(output: Path, encoder: str | None = None, epochs: int | None = None
     output.mkdir(parents=True, exist_ok=True)
     (output / MARKER).write_text("created by `mtbio demo`; safe to delete\n")
     refine_dir, _ = refine(demo_config(output=str(output / "refine"), encoder=encoder, epochs=epochs))
-    finetune(demo_config(from_run=str(refine_dir), output=str(output / "finetune"), epochs=1, lr=5e-5))
+    finetune(demo_config(from_run=str(refine_dir), output=str(output / "finetune"), epochs=1, batch_size=16,
+                         lr=5e-5))
     return evaluate_paths([refine_dir, output / "finetune"], "dev", SAMPLE_DIR, rescore=False)
