@@ -9,6 +9,7 @@ stop) is `train`.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -126,6 +127,11 @@ class Trainer:
     @property
     def unwrapped(self) -> MultiTaskModel:
         return self.accelerator.unwrap_model(self.model)
+
+    @property
+    def raw_optimizer(self) -> torch.optim.Optimizer:
+        """The torch optimizer inside Accelerate's wrapper (what checkpoints save and restore)."""
+        return getattr(self.optimizer, "optimizer", self.optimizer)
 
     def train(self) -> TrainerState:
         """Run to `total_steps`, evaluating on dev each epoch (or every `eval_every` steps)."""
@@ -246,7 +252,7 @@ class Trainer:
         if self.accelerator.is_main_process:
             state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
             ckpt.save_checkpoint(self.run_dir / "checkpoints", self.state.global_step, self.unwrapped,
-                                 self.optimizer.optimizer if hasattr(self.optimizer, "optimizer") else self.optimizer,
+                                 self.raw_optimizer,
                                  self.scheduler, state)
         self.accelerator.wait_for_everyone()
 
@@ -257,7 +263,7 @@ class Trainer:
         skipped = False
         for i, (task, indices) in enumerate(micro):
             sync = i == len(micro) - 1
-            context = self.accelerator.no_sync(self.model) if not sync else _null()
+            context = self.accelerator.no_sync(self.model) if not sync else contextlib.nullcontext()
             with context:
                 loss = self._train_step(task, indices)
             if loss is None:  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
@@ -305,7 +311,7 @@ class Trainer:
         if latest is None:
             log.warning("--resume: no complete checkpoint in %s; starting from the beginning", self.run_dir)
             return
-        optimizer = self.optimizer.optimizer if hasattr(self.optimizer, "optimizer") else self.optimizer
+        optimizer = self.raw_optimizer
         saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
         self.state = TrainerState(**saved)
         if self.accelerator.is_main_process:  # evaluations after the checkpoint will be redone
@@ -325,11 +331,3 @@ class Trainer:
     def _restore_signal_handlers(self) -> None:
         for sig, handler in getattr(self, "_previous", {}).items():
             signal.signal(sig, handler)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: Any) -> None:
-        return None
