@@ -1,0 +1,246 @@
+"""Training speed and quality: `mtbio finetune` against a plain Hugging Face `Trainer`.
+
+Same encoder (the packaged MiniLM-L6 unless --encoder; `bert-base-random` for a BERT-base-sized
+config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, lr 5e-5,
+10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seed 42), same scorer
+(mtbio's metric on dev). The Trainer side is what a researcher writes by hand:
+`AutoModelForTokenClassification` / `AutoModelForSequenceClassification` and the default collator.
+
+Per task the sides alternate in one run: mtbio fp32, Trainer fp32, then mtbio in each further
+precision (bf16 where the hardware has it). Each side runs in its own subprocess so its peak
+memory is its own. The matmul peak is measured in the same run.
+
+    python benchmarks/bench_train.py --data-dir ../shared/data                 # bc5cdr-chem and ddi
+    python benchmarks/bench_train.py --tasks bc5cdr-chem --precisions no,bf16
+
+Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (RESULTS, flops_per_sequence, machine, materialize_encoder, matmul_peaks, offline_environment,
+                    peak_memory_mb, utilisation, write_result)
+
+offline_environment()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128, "seed": 42}
+PEAK_KEY = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}
+
+
+def load_task(name: str, task_defs: list[str]) -> Any:
+    from mtbio.tasks.loading import load_catalog
+
+    return load_catalog(task_defs).get(name)
+
+
+def read_examples(task: Any, split: str, data_dir: Path, limit: int | None) -> list[Any]:
+    from mtbio.data.loading import read_split
+
+    examples = read_split(task, split, data_dir)
+    return examples[:limit] if limit else examples
+
+
+# ---------------------------------------------------------------------------------- the two sides
+def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
+                max_train_examples: int | None) -> dict[str, Any]:
+    """Fine-tune with the plain HF Trainer; score dev with mtbio's metric."""
+    from datasets import Dataset
+    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
+                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments)
+
+    from mtbio.evaluation.metrics import score_task
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    labels = task.label_list
+    label_id = {label: i for i, label in enumerate(labels)}
+    train = read_examples(task, "train", data_dir, max_train_examples)
+    dev = read_examples(task, "dev", data_dir, None)
+    tagging = task.type == "tagging"
+
+    def encode(examples: list[Any]) -> tuple[Dataset, Any]:
+        if tagging:
+            enc = tokenizer([e.tokens for e in examples], is_split_into_words=True, truncation=True,
+                            max_length=HYPER["max_length"])
+            all_labels = []
+            for i, ex in enumerate(examples):
+                previous, row = None, []
+                for w in enc.word_ids(i):
+                    row.append(-100 if w is None or w == previous else label_id[ex.label[w]])
+                    previous = w
+                all_labels.append(row)
+            return Dataset.from_dict({**{k: enc[k] for k in enc.keys()}, "labels": all_labels}), enc
+        enc = tokenizer([e.text for e in examples], [e.text_b for e in examples] if task.is_pair else None,
+                        truncation=True, max_length=HYPER["max_length"])
+        targets = [label_id[e.label] for e in examples]
+        return Dataset.from_dict({**{k: enc[k] for k in enc.keys()}, "labels": targets}), enc
+
+    (train_ds, _), (dev_ds, dev_enc) = encode(train), encode(dev)
+    model_cls = AutoModelForTokenClassification if tagging else AutoModelForSequenceClassification
+    torch.manual_seed(HYPER["seed"])
+    model = model_cls.from_pretrained(encoder, num_labels=len(labels))
+    collator = DataCollatorForTokenClassification(tokenizer) if tagging else DataCollatorWithPadding(tokenizer)
+    args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=HYPER["batch_size"],
+                             per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_steps=HYPER["warmup"],
+                             weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=HYPER["seed"],
+                             lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no", report_to=[],
+                             logging_steps=50, bf16=precision == "bf16", fp16=precision == "fp16",
+                             use_cpu=not torch.cuda.is_available())
+    trainer = Trainer(model=model, args=args, train_dataset=train_ds, data_collator=collator)
+    start = time.perf_counter()
+    trainer.train()
+    train_seconds = time.perf_counter() - start
+    logits = trainer.predict(dev_ds).predictions
+    if tagging:
+        predictions = []
+        for i, ex in enumerate(dev):
+            ids = np.asarray(logits[i]).argmax(-1)
+            tags, previous = ["O"] * len(ex.tokens), None
+            for position, w in enumerate(dev_enc.word_ids(i)):
+                if w is not None and w != previous:
+                    tags[w] = labels[int(ids[position])]
+                previous = w
+            predictions.append(tags)
+    else:
+        predictions = [labels[int(i)] for i in np.asarray(logits).argmax(-1)]
+    scores = score_task(task, [e.label for e in dev], predictions, [e.group for e in dev])
+    lengths = [len(x) for x in train_ds["input_ids"]]
+    flops = [flops_per_sequence(model.config, n) for n in lengths]
+    return {"dev": scores, "train_seconds": train_seconds, "train_examples": len(train),
+            "train_examples_per_second": len(train) / train_seconds,
+            "train_real_tokens_per_second": sum(lengths) / train_seconds,
+            "mean_train_length": float(np.mean(lengths)), "mean_train_flops_per_example": float(np.mean(flops))}
+
+
+def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
+              max_train_examples: int | None, task_defs: list[str]) -> dict[str, Any]:
+    from mtbio.experiments.finetune import finetune
+    from mtbio.training.config import RunConfig
+
+    config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
+                       task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
+                       warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
+                       seed=HYPER["seed"], mixed_precision=precision, max_train_examples=max_train_examples)
+    [(_, results)] = finetune(config)
+    return {"dev": results["dev"][task.name], "wall_seconds": results["wall_seconds"],
+            "train_examples_per_second": results["train_examples_per_second"],
+            "train_real_tokens_per_second": results["train_tokens_per_second"]}
+
+
+def child(args: argparse.Namespace) -> None:
+    """One side in this process; writes its result (with its own peak memory) to --child-output."""
+    task = load_task(args.tasks, args.task_defs)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.side == "trainer":
+            result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
+                                 args.max_train_examples)
+        else:
+            result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
+                               args.max_train_examples, args.task_defs)
+    result["peak_memory_mb"] = peak_memory_mb()
+    Path(args.child_output).write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------------------------- the parent
+def run_side(args: argparse.Namespace, task: str, side: str, precision: str, encoder: str, tmp: Path) -> dict:
+    output = tmp / f"{task}-{side}-{precision}.json"
+    command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task,
+               "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output)]
+    for directory in args.task_defs:
+        command += ["--task-defs", directory]
+    if args.max_train_examples:
+        command += ["--max-train-examples", str(args.max_train_examples)]
+    print(f"[bench_train] {task}: {side} {PEAK_KEY[precision]}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    result = json.loads(output.read_text())
+    result["process_seconds"] = time.perf_counter() - started
+    return result
+
+
+def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str:
+    """Add FLOP/s, ratios and quality differences to `result`; return the one-line summary."""
+    metric = task.metric
+    sides = result["sides"]
+    per_example = next((s["mean_train_flops_per_example"] for k, s in sides.items() if k.startswith("trainer")), None)
+    parts = [task.name]
+    for key, side in sides.items():
+        precision = key.split("-", 1)[1]
+        if per_example:
+            flops_per_second = side["train_examples_per_second"] * per_example
+            side.update(utilisation(flops_per_second, 1.0, peaks.get(PEAK_KEY[precision], peaks["fp32"])))
+        parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s dev {side['dev'][metric]:.4f}")
+    base, trainer = sides.get("mtbio-no"), sides.get("trainer-no")
+    if base and trainer:
+        result["speed_ratio_fp32"] = base["train_examples_per_second"] / trainer["train_examples_per_second"]
+        result["difference_points_fp32"] = 100 * (base["dev"][metric] - trainer["dev"][metric])
+        parts.append(f"mtbio/Trainer ×{result['speed_ratio_fp32']:.2f} ({result['difference_points_fp32']:+.2f} pts)")
+    for key, side in sides.items():
+        if key.startswith("mtbio-") and key != "mtbio-no" and base:
+            result[f"speedup_{key}_over_mtbio-no"] = side["train_examples_per_second"] / base["train_examples_per_second"]
+            result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev"][metric] - base["dev"][metric])
+            parts.append(f"{key}/mtbio-no ×{result[f'speedup_{key}_over_mtbio-no']:.2f} "
+                         f"({result[f'difference_points_{key}_vs_mtbio-no']:+.2f} pts)")
+    return "; ".join(parts)
+
+
+def parent(args: argparse.Namespace) -> None:
+    info = machine()
+    precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
+    trainer_precisions = args.trainer_precisions.split(",")
+    peaks = matmul_peaks()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        encoder = materialize_encoder(args.encoder, tmp)
+        for name in args.tasks.split(","):
+            task = load_task(name, args.task_defs)
+            result: dict[str, Any] = {
+                "task": task.name, "metric": task.metric, "hyperparameters": HYPER,
+                "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
+                "machine": info, "matmul_peak_flops_per_second": peaks,
+                "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
+                              "matmul peak of the side's precision", "sides": {}}
+            order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
+                     *(("mtbio", p) for p in precisions if p != "no")]
+            for side, precision in order:
+                result["sides"][f"{side}-{precision}"] = run_side(args, task.name, side, precision, encoder, tmp)
+                write_result(f"bench_train-{task.name}", result, args.results_dir)  # keep what is done
+            line = summarise(task, result, peaks)
+            target = write_result(f"bench_train-{task.name}", result, args.results_dir)
+            print(f"{line} -> {target}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="bc5cdr-chem,ddi", help="Comma-separated task names.")
+    parser.add_argument("--data-dir", default=os.environ.get("MTBIO_DATA_DIR", "../shared/data"))
+    parser.add_argument("--task-defs", action="append", default=[], help="Extra task definition directory.")
+    parser.add_argument("--encoder", default=None, help="Encoder path or name; `bert-base-random` for BERT-base.")
+    parser.add_argument("--precisions", default="no,bf16",
+                        help="mtbio precisions (no, bf16, fp16); unsupported ones are skipped.")
+    parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16).")
+    parser.add_argument("--max-train-examples", type=int, default=None, help="Cap train examples (quick runs).")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
+    parser.add_argument("--child-output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        child(args)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()

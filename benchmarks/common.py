@@ -1,0 +1,135 @@
+"""What every benchmark shares: the machine description, the measured matmul peak, model FLOPs,
+peak memory, and writing the JSON result.
+
+Achieved FLOP/s counts *useful* model FLOPs (real, non-pad tokens only) per second, so padding
+and host overhead show up as a lower utilisation, as they should.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    """Cores, CPU model and vector flags, GPU, and library versions."""
+    import transformers
+
+    info: dict[str, Any] = {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                            "python": platform.python_version(), "platform": platform.platform(),
+                            "torch": torch.__version__, "transformers": transformers.__version__}
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name") and "cpu_model" not in info:
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                info["cpu_flags"] = " ".join(f for f in line.split(":", 1)[1].split()
+                                             if f.startswith(("avx512", "amx", "avx2", "fma")))
+                break
+    info["cpu_bf16"] = bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def matmul_peak(dtype: torch.dtype, seconds: float = 2.0, size: int | None = None) -> float:
+    """FLOP/s of a square matmul loop in `dtype` on this machine, measured now."""
+    dev = device()
+    size = size or (8192 if dev.type == "cuda" else 2048)
+    a = torch.randn(size, size, device=dev, dtype=dtype)
+    b = torch.randn(size, size, device=dev, dtype=dtype)
+    for _ in range(2):  # warm-up
+        a @ b
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        runs += 1
+        if dev.type == "cuda" and runs % 10 == 0:
+            sync()
+    sync()
+    return 2 * size**3 * runs / (time.perf_counter() - start)
+
+
+def matmul_peaks(seconds: float = 2.0) -> dict[str, float]:
+    """Measured peak FLOP/s for fp32 and, where supported, bf16."""
+    peaks = {"fp32": matmul_peak(torch.float32, seconds)}
+    if device().type == "cuda" or machine()["cpu_bf16"]:
+        peaks["bf16"] = matmul_peak(torch.bfloat16, seconds)
+    return peaks
+
+
+def flops_per_sequence(config: Any, length: int, training: bool = True) -> float:
+    """Model FLOPs of one sequence of `length` real tokens through a BERT-style encoder.
+
+    Forward: 2 FLOPs per weight per token for the dense layers (attention projections and the
+    feed-forward), plus 4·length·hidden per token per layer for scores and the weighted sum.
+    Training (forward + backward) is three times the forward.
+    """
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    dense_weights = layers * (4 * hidden * hidden + 2 * hidden * config.intermediate_size)
+    forward = 2 * dense_weights * length + layers * 4 * length * length * hidden
+    return float(3 * forward if training else forward)
+
+
+def total_flops(config: Any, lengths: Iterable[int], training: bool = True) -> float:
+    return sum(flops_per_sequence(config, n, training) for n in lengths)
+
+
+def peak_memory_mb() -> float:
+    """Peak GPU memory allocated (on a GPU) or this process's peak resident size (on a CPU)."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def utilisation(flops: float, seconds: float, peak: float) -> dict[str, float]:
+    achieved = flops / max(seconds, 1e-9)
+    return {"achieved_flops_per_second": achieved, "fraction_of_peak": achieved / peak}
+
+
+def write_result(name: str, result: dict[str, Any], results_dir: Path | None = None) -> Path:
+    """Write `<results_dir>/<name>.json` (default: benchmarks/results/)."""
+    directory = Path(results_dir) if results_dir else RESULTS
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{name}.json"
+    target.write_text(json.dumps(result, indent=2) + "\n")
+    return target
+
+
+def offline_environment() -> None:
+    """Benchmarks never touch the network."""
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ.setdefault(key, "1")
+    os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
+
+
+def materialize_encoder(name: str | None, workdir: Path) -> str:
+    """An encoder path for the benchmark: `bert-base-random` builds a randomly initialised
+    BERT-base config (12 layers, hidden 768) with the packaged MiniLM tokenizer (same uncased
+    vocabulary) in `workdir`; anything else goes through mtbio's usual resolution."""
+    from mtbio.model.encoder import load_tokenizer, resolve_encoder_name
+
+    if name != "bert-base-random":
+        return resolve_encoder_name(name)
+    from transformers import BertConfig, BertModel
+
+    target = Path(workdir) / "bert-base-random"
+    torch.manual_seed(0)
+    BertModel(BertConfig()).save_pretrained(target)
+    load_tokenizer(None).save_pretrained(target)
+    return str(target)
