@@ -1,0 +1,29 @@
+"""benchmarks/bench_train.py runs end to end (tiny encoder, demo data) and writes a sane JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "mtbio" / "sample_data"
+
+
+def test_bench_train_compares_mtbio_with_the_trainer(tiny_encoder: str, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-ner",
+               "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
+               "--max-train-examples", "24", "--precisions", "no", "--results-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mtbio/Trainer ×" in done.stdout
+    result = json.loads((tmp_path / "bench_train-demo-ner.json").read_text())
+    assert set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    for side in result["sides"].values():
+        assert side["train_examples_per_second"] > 0 and side["peak_memory_mb"] > 0
+        assert 0 < side["fraction_of_peak"] < 1
+        assert 0 <= side["dev"]["entity_f1"] <= 1
+    assert result["sides"]["trainer-no"]["train_examples"] == 24
+    assert result["speed_ratio_fp32"] > 0 and "difference_points_fp32" in result
+    assert result["matmul_peak_flops_per_second"]["fp32"] > 1e8
+    assert result["machine"]["cores"] >= 1 and result["machine"]["torch"]
