@@ -50,7 +50,11 @@ def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correctio
 
         return AdamWNoBiasCorrection(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
     if name == "adamw":
-        return torch.optim.AdamW(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+        groups = list(groups)
+        try:  # one fused kernel for all parameters (CPU and GPU); same update as the loop version
+            return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
+        except (RuntimeError, ValueError):  # parameters on a device or dtype without a fused kernel
+            return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
     if name == "adamax":
         return torch.optim.Adamax(list(groups), lr=lr)
     raise MtbioError(f"unknown optimizer '{name}' (known: {', '.join(OPTIMIZERS)})")
