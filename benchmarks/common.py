@@ -6,6 +6,7 @@ and host overhead show up as a lower utilisation, as they should.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -133,3 +134,40 @@ def materialize_encoder(name: str | None, workdir: Path) -> str:
     BertModel(BertConfig()).save_pretrained(target)
     load_tokenizer(None).save_pretrained(target)
     return str(target)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every model benchmark takes: data, task definitions, encoder, precision, peak, output."""
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MTBIO_DATA_DIR", "../shared/data")),
+                        help="Where the datasets live (default: MTBIO_DATA_DIR, else ../shared/data).")
+    parser.add_argument("--task-defs", action="append", default=[], metavar="DIR",
+                        help="Extra directory of task definitions (repeatable).")
+    parser.add_argument("--encoder", default=None,
+                        help="Encoder directory or hub name (default: the packaged MiniLM-L6); "
+                             "'bert-base-random': a randomly initialised BERT-base.")
+    parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
+    parser.add_argument("--peak-seconds", type=float, default=2.0,
+                        help="How long each matmul peak measurement runs (default: 2).")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS,
+                        help="Where the JSON result goes (default: benchmarks/results).")
+
+
+def _precision(mixed_precision: str) -> str:
+    return "fp32" if mixed_precision == "no" else mixed_precision
+
+
+def measure_peaks(mixed_precision: str, seconds: float = 2.0) -> dict[str, float]:
+    """`matmul_peaks()`, refusing up front a --mixed-precision this machine cannot run."""
+    peaks = matmul_peaks(seconds)
+    if _precision(mixed_precision) not in peaks:
+        raise SystemExit(f"error: --mixed-precision {mixed_precision}: not supported on this machine")
+    return peaks
+
+
+def efficiency(config: Any, lengths: Iterable[int], seconds: float, peaks: dict[str, float], mixed_precision: str,
+               training: bool) -> dict[str, Any]:
+    """Useful FLOPs of sequences of `lengths` real tokens done in `seconds`, against the peak of the precision used."""
+    precision = _precision(mixed_precision)
+    flops = total_flops(config, lengths, training)
+    return {"precision": precision, "useful_flops": flops, "peak_flops_per_second": peaks[precision],
+            **utilisation(flops, seconds, peaks[precision])}
