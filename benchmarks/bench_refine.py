@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from common import (add_common_arguments, efficiency, machine, materialize_encoder, measure_peaks, offline_environment,
-                    peak_memory_mb, write_result)
+from common import (add_common_arguments, device, efficiency, machine, materialize_encoder, measure_peaks,
+                    offline_environment, peak_memory_mb, write_result)
 
 offline_environment()
 
 from transformers import AutoConfig  # noqa: E402
 
+from mtbio.data.collate import pad_multiple_for  # noqa: E402
 from mtbio.data.mixer import Batch, MultiTaskBatchSampler, padding_fraction  # noqa: E402
 from mtbio.data.pipeline import load_task_split  # noqa: E402
 from mtbio.experiments.common import resolve_tasks  # noqa: E402
@@ -71,8 +72,8 @@ def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> dict[str
         "padded_fraction": padding_fraction(plan, lengths, pad_to_multiple_of=None),
         "padded_fraction_per_task": {task: padding_fraction([b for b in plan if b[0] == task], lengths,
                                                             pad_to_multiple_of=None) for task in lengths},
-        # what the model actually sees: mtbio's collator rounds the width up to a multiple of 8
-        "padded_fraction_as_collated": padding_fraction(plan, lengths, pad_to_multiple_of=8),
+        # what the model actually sees: on a GPU mtbio's collator rounds widths up to a multiple of 8
+        "padded_fraction_as_collated": padding_fraction(plan, lengths, pad_multiple_for(device())),
         "random_batches_padded_fraction": padding_fraction(random_batches, lengths, pad_to_multiple_of=None),
         "pad_to_max_length_fraction": 1 - real / (config.max_length * examples),
     }

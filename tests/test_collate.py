@@ -15,7 +15,7 @@ def _row(n: int, **extra: object) -> dict[str, object]:
 def test_tagging_batch_pads_each_column_with_its_own_value() -> None:
     rows = [_row(3, labels=[-100, 2, -100], word_index=[-1, 0, -1], n_words=1),
             _row(10, labels=[-100] + [1] * 8 + [-100], word_index=[-1, *range(8), -1], n_words=8)]
-    batch = collate(rows, pad_token_id=0)
+    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8)
     assert batch["input_ids"].shape == (2, 16) and batch["input_ids"].dtype == torch.long
     assert batch["input_ids"][0].tolist() == [101, 102, 103] + [0] * 13
     assert batch["attention_mask"][0].tolist() == [1, 1, 1] + [0] * 13
@@ -25,8 +25,8 @@ def test_tagging_batch_pads_each_column_with_its_own_value() -> None:
     assert batch["n_words"].tolist() == [1, 8] and batch["length"].tolist() == [3, 10]
 
 
-def test_no_rounding_and_custom_pad_id() -> None:
-    batch = collate([_row(3, labels=1), _row(5, labels=0)], pad_token_id=7, pad_to_multiple_of=None)
+def test_no_rounding_by_default_and_custom_pad_id() -> None:
+    batch = collate([_row(3, labels=1), _row(5, labels=0)], pad_token_id=7)
     assert batch["input_ids"].shape == (2, 5) and batch["input_ids"][0, 3:].tolist() == [7, 7]
 
 
@@ -41,5 +41,12 @@ def test_scalar_and_multilabel_label_dtypes() -> None:
 
 def test_numpy_rows_from_a_formatted_dataset() -> None:
     rows = [{k: np.asarray(v) for k, v in _row(n, labels=[-100] * n).items()} for n in (2, 9)]
-    batch = collate(rows, pad_token_id=0)
+    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8)
     assert batch["input_ids"].shape == (2, 16) and batch["labels"][0].tolist() == [-100] * 16
+
+
+def test_widths_are_rounded_to_eight_on_a_gpu_only() -> None:
+    from mtbio.data.collate import pad_multiple_for
+
+    assert pad_multiple_for("cpu") is None and pad_multiple_for(torch.device("cpu")) is None
+    assert pad_multiple_for("cuda:0") == 8

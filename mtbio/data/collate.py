@@ -11,7 +11,13 @@ _PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1, "labels": -1
 _TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "word_index")
 
 
-def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict[str, torch.Tensor]:
+def pad_multiple_for(device: torch.device | str) -> int | None:
+    """Round batch widths up to a multiple of 8 on a GPU (tensor-core friendly shapes); on a CPU
+    the rounding only adds padded work (~8% at NER lengths)."""
+    return 8 if torch.device(device).type == "cuda" else None
+
+
+def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
     """Pad per-token columns to the longest row (rounded up to `pad_to_multiple_of`) and stack the rest.
 
     `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, tagging

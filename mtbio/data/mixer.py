@@ -16,9 +16,10 @@ Inside a task, batches are length-bucketed: the task's indices are shuffled, cut
 `batch_size × bucket_multiplier`, each window is sorted by length and cut into batches, and the
 batch order is shuffled. Batches thus hold similar lengths (little padding) while the order stays
 random. `bucket_multiplier=1` turns bucketing off. The default window (200 batches) is wide on
-purpose: with `pad_to_multiple_of=8` the rounding alone wastes ~8% at NER lengths (mean ~38), and
-narrower windows leave too much spread in the sparse long tail (BC2GM train, batch 32: padding
-11.0% with 50, 9.7% with 100, 9.0% with 200). Randomness is kept by the per-epoch reshuffle, the
+purpose: narrower windows leave too much spread in the sparse long tail. (On a GPU the collator
+also rounds widths up to a multiple of 8, which alone wastes ~8% at NER lengths (mean ~38); with
+that rounding, BC2GM train at batch 32 pads 11.0% with windows of 50, 9.7% with 100, 9.0% with 200.
+On a CPU there is no rounding.) Randomness is kept by the per-epoch reshuffle, the
 random order among equal lengths, and the shuffled batch order.
 
 The plan of epoch e is a pure function of (seed, e, lengths, options): every random draw comes
@@ -240,7 +241,7 @@ def shard(indices: Sequence[int], rank: int, world_size: int) -> list[int]:
 
 
 def padding_fraction(
-    batches: Iterable[Batch], lengths: Mapping[str, Sequence[int]], pad_to_multiple_of: int | None = 8
+    batches: Iterable[Batch], lengths: Mapping[str, Sequence[int]], pad_to_multiple_of: int | None = None
 ) -> float:
     """Share of padded positions when each batch is padded to its longest example (rounded up)."""
     real = padded = 0

@@ -39,9 +39,10 @@ class SplitData:
     def lengths(self) -> list[int]:
         return self.columns["length"]
 
-    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
+    def batch(self, indices: Sequence[int], pad_token_id: int,
+              pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
         rows = [{k: self.columns[k][i] for k in self.columns if k in MODEL_COLUMNS} for i in indices]
-        return collate(rows, pad_token_id=pad_token_id)
+        return collate(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
 
     def eval_batches(self, batch_size: int) -> Iterator[list[int]]:
         """Indices in length order (little padding), each batch at most `batch_size`."""

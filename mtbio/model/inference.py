@@ -6,6 +6,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
+from mtbio.data.collate import pad_multiple_for
 from mtbio.data.pipeline import SplitData
 from mtbio.model.multitask import MultiTaskModel
 
@@ -28,9 +29,10 @@ def predict_split(
     model.eval()
     head = model.heads[task]
     predictions: list[Any] = [None] * len(data)
+    multiple = pad_multiple_for(device)
     try:
         for indices in data.eval_batches(batch_size):
-            batch = {k: v.to(device) for k, v in data.batch(indices, pad_token_id).items()}
+            batch = {k: v.to(device) for k, v in data.batch(indices, pad_token_id, multiple).items()}
             batch.pop("labels", None)
             with autocast() if autocast else contextlib.nullcontext():
                 logits = model(task, **batch).logits

@@ -23,6 +23,7 @@ import torch
 from accelerate import Accelerator, DistributedType
 from tqdm.auto import tqdm
 
+from mtbio.data.collate import pad_multiple_for
 from mtbio.data.mixer import MultiTaskBatchSampler, shard
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
@@ -98,6 +99,7 @@ class Trainer:
         self.data = data
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id or 0)
+        self.pad_multiple = pad_multiple_for(accelerator.device)
         self.accelerator = accelerator
         self.on_best = on_best
         self.state = TrainerState()
@@ -285,7 +287,7 @@ class Trainer:
         local = shard(indices, acc.process_index, acc.num_processes)
         step = self.state.global_step + 1
         log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
-        batch = {k: v.to(acc.device) for k, v in part.batch(local, self.pad_id).items()}
+        batch = {k: v.to(acc.device) for k, v in part.batch(local, self.pad_id, self.pad_multiple).items()}
         with acc.autocast():
             out = self.model(task, **batch)
         loss = out.loss
