@@ -62,12 +62,14 @@ def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
 
 
 def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[float | None]],
-             text: list[list[str]], title: str, xlabel: str, ylabel: str) -> None:
+             text: list[list[str]], title: str, xlabel: str, ylabel: str, min_delta: float) -> None:
+    """The colour scale spans at least ±2·min_delta, so differences below the effect threshold
+    stay pale instead of being stretched to full red or green."""
     import numpy as np
 
     values = np.array([[math.nan if v is None else v for v in row] for row in colour], dtype=float)
     finite = values[np.isfinite(values)]
-    span = max(float(np.abs(finite).max()) if finite.size else 0.0, 1e-3)
+    span = max(float(np.abs(finite).max()) if finite.size else 0.0, 2 * min_delta, 1e-3)
     fig, ax = plt.subplots(figsize=(2.0 + 1.5 * len(columns), 1.5 + 0.8 * len(rows)))
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
@@ -101,7 +103,7 @@ def plot_gain_matrix(relations: dict[str, Any], path: Path) -> None:
     text = [[_cell_text(edges[(t, s)]) if (t, s) in edges else "" for s in tasks] for t in tasks]
     _heatmap(path, tasks, tasks, matrix, text,
              f"Pairwise MTL gain ({relations['split']}, {len(relations['seeds'])} seed(s)), colour = Δ",
-             "partner (trained together)", "target")
+             "partner (trained together)", "target", relations["min_delta"])
 
 
 def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
@@ -116,4 +118,4 @@ def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
                        for i in stilt["intermediates"])])
     _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
              f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
-             "colour = Δ vs baseline", "intermediate task", "target")
+             "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"])
