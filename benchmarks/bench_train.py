@@ -2,16 +2,18 @@
 
 Same encoder (the packaged MiniLM-L6 unless --encoder; `bert-base-random` for a BERT-base-sized
 config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, lr 5e-5,
-10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seed 42), same scorer
+10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...), same scorer
 (mtbio's metric on dev). The Trainer side is what a researcher writes by hand:
 `AutoModelForTokenClassification` / `AutoModelForSequenceClassification` and the default collator.
 
-Per task the sides alternate in one run: mtbio fp32, Trainer fp32, then mtbio in each further
-precision (bf16 where the hardware has it). Each side runs in its own subprocess so its peak
-memory is its own. The matmul peak is measured in the same run.
+Per task and seed the sides alternate in one run: mtbio fp32, Trainer fp32, then mtbio in each
+further precision (bf16 where the hardware has it). Each side runs in its own subprocess so its
+peak memory is its own. Speeds are medians over seeds; dev scores are mean ± sd over seeds (one
+epoch on one seed moves entity F1 by a few points, so compare quality with `--seeds 3` or more).
+The matmul peak is measured in the same run.
 
     python benchmarks/bench_train.py --data-dir ../shared/data                 # bc5cdr-chem and ddi
-    python benchmarks/bench_train.py --tasks bc5cdr-chem --precisions no,bf16
+    python benchmarks/bench_train.py --tasks bc5cdr-chem --precisions no,bf16 --seeds 3
 
 Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
 """
@@ -35,7 +37,8 @@ offline_environment()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128, "seed": 42}
+HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
+FIRST_SEED = 42
 PEAK_KEY = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -54,7 +57,7 @@ def read_examples(task: Any, split: str, data_dir: Path, limit: int | None) -> l
 
 # ---------------------------------------------------------------------------------- the two sides
 def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-                max_train_examples: int | None) -> dict[str, Any]:
+                max_train_examples: int | None, seed: int) -> dict[str, Any]:
     """Fine-tune with the plain HF Trainer; score dev with mtbio's metric."""
     from datasets import Dataset
     from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
@@ -88,12 +91,12 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
 
     (train_ds, _), (dev_ds, dev_enc) = encode(train), encode(dev)
     model_cls = AutoModelForTokenClassification if tagging else AutoModelForSequenceClassification
-    torch.manual_seed(HYPER["seed"])
+    torch.manual_seed(seed)
     model = model_cls.from_pretrained(encoder, num_labels=len(labels))
     collator = DataCollatorForTokenClassification(tokenizer) if tagging else DataCollatorWithPadding(tokenizer)
     args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=HYPER["batch_size"],
                              per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_steps=HYPER["warmup"],
-                             weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=HYPER["seed"],
+                             weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=seed,
                              lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no", report_to=[],
                              logging_steps=50, bf16=precision == "bf16", fp16=precision == "fp16",
                              use_cpu=not torch.cuda.is_available())
@@ -124,14 +127,14 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
 
 
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-              max_train_examples: int | None, task_defs: list[str]) -> dict[str, Any]:
+              max_train_examples: int | None, task_defs: list[str], seed: int) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig
 
     config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
                        task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
                        warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
-                       seed=HYPER["seed"], mixed_precision=precision, max_train_examples=max_train_examples)
+                       seed=seed, mixed_precision=precision, max_train_examples=max_train_examples)
     [(_, results)] = finetune(config)
     return {"dev": results["dev"][task.name], "wall_seconds": results["wall_seconds"],
             "train_examples_per_second": results["train_examples_per_second"],
@@ -144,24 +147,25 @@ def child(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.side == "trainer":
             result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                                 args.max_train_examples)
+                                 args.max_train_examples, args.seed)
         else:
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                               args.max_train_examples, args.task_defs)
+                               args.max_train_examples, args.task_defs, args.seed)
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
 
 
 # ---------------------------------------------------------------------------------- the parent
-def run_side(args: argparse.Namespace, task: str, side: str, precision: str, encoder: str, tmp: Path) -> dict:
-    output = tmp / f"{task}-{side}-{precision}.json"
-    command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task,
+def run_side(args: argparse.Namespace, task: str, side: str, precision: str, seed: int, encoder: str,
+             tmp: Path) -> dict:
+    output = tmp / f"{task}-{side}-{precision}-{seed}.json"
+    command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task, "--seed", str(seed),
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output)]
     for directory in args.task_defs:
         command += ["--task-defs", directory]
     if args.max_train_examples:
         command += ["--max-train-examples", str(args.max_train_examples)]
-    print(f"[bench_train] {task}: {side} {PEAK_KEY[precision]}", file=sys.stderr, flush=True)
+    print(f"[bench_train] {task}: {side} {PEAK_KEY[precision]} seed {seed}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     subprocess.run(command, check=True)
     result = json.loads(output.read_text())
@@ -169,9 +173,24 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, enc
     return result
 
 
+def aggregate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+    """One side over seeds: median speeds and memory, dev mean ± sd, and the per-seed runs."""
+    def median(key: str) -> float:
+        return float(np.median([run[key] for run in runs]))
+
+    scores = [run["dev"][metric] for run in runs]
+    side = {"seeds": len(runs), "dev_mean": float(np.mean(scores)),
+            "dev_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0,
+            "train_examples_per_second": median("train_examples_per_second"),
+            "train_real_tokens_per_second": median("train_real_tokens_per_second"),
+            "peak_memory_mb": max(run["peak_memory_mb"] for run in runs), "runs": runs}
+    if "mean_train_flops_per_example" in runs[0]:
+        side["mean_train_flops_per_example"] = runs[0]["mean_train_flops_per_example"]
+    return side
+
+
 def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str:
     """Add FLOP/s, ratios and quality differences to `result`; return the one-line summary."""
-    metric = task.metric
     sides = result["sides"]
     per_example = next((s["mean_train_flops_per_example"] for k, s in sides.items() if k.startswith("trainer")), None)
     parts = [task.name]
@@ -180,16 +199,17 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
         if per_example:
             flops_per_second = side["train_examples_per_second"] * per_example
             side.update(utilisation(flops_per_second, 1.0, peaks.get(PEAK_KEY[precision], peaks["fp32"])))
-        parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s dev {side['dev'][metric]:.4f}")
+        parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s dev {side['dev_mean']:.4f}"
+                     f"±{side['dev_sd']:.4f}")
     base, trainer = sides.get("mtbio-no"), sides.get("trainer-no")
     if base and trainer:
         result["speed_ratio_fp32"] = base["train_examples_per_second"] / trainer["train_examples_per_second"]
-        result["difference_points_fp32"] = 100 * (base["dev"][metric] - trainer["dev"][metric])
+        result["difference_points_fp32"] = 100 * (base["dev_mean"] - trainer["dev_mean"])
         parts.append(f"mtbio/Trainer ×{result['speed_ratio_fp32']:.2f} ({result['difference_points_fp32']:+.2f} pts)")
     for key, side in sides.items():
         if key.startswith("mtbio-") and key != "mtbio-no" and base:
             result[f"speedup_{key}_over_mtbio-no"] = side["train_examples_per_second"] / base["train_examples_per_second"]
-            result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev"][metric] - base["dev"][metric])
+            result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev_mean"] - base["dev_mean"])
             parts.append(f"{key}/mtbio-no ×{result[f'speedup_{key}_over_mtbio-no']:.2f} "
                          f"({result[f'difference_points_{key}_vs_mtbio-no']:+.2f} pts)")
     return "; ".join(parts)
@@ -207,15 +227,19 @@ def parent(args: argparse.Namespace) -> None:
             task = load_task(name, args.task_defs)
             result: dict[str, Any] = {
                 "task": task.name, "metric": task.metric, "hyperparameters": HYPER,
+                "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}
             order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no")]
-            for side, precision in order:
-                result["sides"][f"{side}-{precision}"] = run_side(args, task.name, side, precision, encoder, tmp)
-                write_result(f"bench_train-{task.name}", result, args.results_dir)  # keep what is done
+            runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
+            for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
+                for side, precision in order:
+                    runs[f"{side}-{precision}"].append(run_side(args, task.name, side, precision, seed, encoder, tmp))
+                    result["sides"] = {k: aggregate(v, task.metric) for k, v in runs.items() if v}
+                    write_result(f"bench_train-{task.name}", result, args.results_dir)  # keep what is done
             line = summarise(task, result, peaks)
             target = write_result(f"bench_train-{task.name}", result, args.results_dir)
             print(f"{line} -> {target}", flush=True)
@@ -231,9 +255,11 @@ def main() -> None:
                         help="mtbio precisions (no, bf16, fp16); unsupported ones are skipped.")
     parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16).")
     parser.add_argument("--max-train-examples", type=int, default=None, help="Cap train examples (quick runs).")
+    parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=FIRST_SEED, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:

@@ -22,8 +22,9 @@ def test_bench_train_compares_mtbio_with_the_trainer(tiny_encoder: str, tmp_path
     for side in result["sides"].values():
         assert side["train_examples_per_second"] > 0 and side["peak_memory_mb"] > 0
         assert 0 < side["fraction_of_peak"] < 1
-        assert 0 <= side["dev"]["entity_f1"] <= 1
-    assert result["sides"]["trainer-no"]["train_examples"] == 24
+        assert 0 <= side["dev_mean"] <= 1 and side["dev_sd"] == 0.0 and side["seeds"] == 1
+        assert side["runs"][0]["dev"]["entity_f1"] == side["dev_mean"]
+    assert result["sides"]["trainer-no"]["runs"][0]["train_examples"] == 24
     assert result["speed_ratio_fp32"] > 0 and "difference_points_fp32" in result
     assert result["matmul_peak_flops_per_second"]["fp32"] > 1e8
     assert result["machine"]["cores"] >= 1 and result["machine"]["torch"]

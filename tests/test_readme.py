@@ -4,7 +4,9 @@ Every `mtbio ...` line of every ```bash block runs in one scratch directory, wit
 pointing at the real data and training commands shortened (tiny encoder, a few steps, one seed).
 Lines that need hardware or a network are skipped here and covered elsewhere: `accelerate launch`
 (tests/test_multiprocess.py runs the config-file form), `pip install`/`pytest` (CI runs them),
-and the `my_tasks/` walk-through (tests/test_user_dataset.py builds such a dataset).
+the `my_tasks/` walk-through (tests/test_user_dataset.py builds such a dataset), and the
+benchmarks on real data (tests/test_bench_train.py and tests/test_benchmarks_refine_infer.py run
+each script on demo data).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def readme_commands() -> list[str]:
 
 
 def _skip(line: str) -> bool:
-    return (line.startswith(("pip ", "python -m pytest", "accelerate ")) or "my_tasks" in line
+    return (line.startswith(("pip ", "python -m pytest", "accelerate ", "python benchmarks/")) or "my_tasks" in line
             or line.startswith("MTBIO_TASK_DEFS="))
 
 
