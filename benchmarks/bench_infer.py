@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from common import (add_common_arguments, efficiency, machine, materialize_encoder, measure_peaks, offline_environment,
-                    peak_memory_mb, write_result)
+from common import (add_common_arguments, efficiency, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
+                    measure_peaks, offline_environment, peak_memory_mb, write_result)
 
 offline_environment()
 
@@ -74,23 +74,14 @@ def trainer_for(task: TaskDef, encoder: str, examples: Sequence[Example], bf16: 
                 workdir: Path) -> tuple[Any, Any, float]:
     """The plain Hugging Face side: (trainer, tokenized dev set, tokenization seconds)."""
     from datasets import Dataset
-    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
-                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments)
+    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     tokenizer = AutoTokenizer.from_pretrained(encoder)
-    tagging = task.type == "tagging"
     start = time.perf_counter()
-    if tagging:
-        enc = tokenizer([e.tokens for e in examples], is_split_into_words=True, truncation=True,
-                        max_length=task.max_length)
-    else:
-        enc = tokenizer([e.text for e in examples], [e.text_b for e in examples] if task.is_pair else None,
-                        truncation=True, max_length=task.max_length)
+    enc = hf_tokenize(tokenizer, task, examples, task.max_length)
     dataset = Dataset.from_dict({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc})
     tokenize_seconds = time.perf_counter() - start
-    model_cls = AutoModelForTokenClassification if tagging else AutoModelForSequenceClassification
-    model = model_cls.from_pretrained(encoder, num_labels=len(task.label_list) or 1)
-    collator = DataCollatorForTokenClassification(tokenizer) if tagging else DataCollatorWithPadding(tokenizer)
+    model, collator = hf_model_and_collator(task, encoder, tokenizer)
     training_args = TrainingArguments(output_dir=str(workdir / "trainer"), per_device_eval_batch_size=EVAL_BATCH,
                                       bf16=bf16, report_to=[], disable_tqdm=True,
                                       use_cpu=not torch.cuda.is_available())

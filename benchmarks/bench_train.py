@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import (RESULTS, flops_per_sequence, machine, materialize_encoder, matmul_peaks, offline_environment,
-                    peak_memory_mb, utilisation, write_result)
+from common import (RESULTS, flops_per_sequence, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
+                    matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation, write_result)
 
 offline_environment()
 
@@ -39,7 +39,6 @@ import torch  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
 FIRST_SEED = 42
-PEAK_KEY = {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
 def load_task(name: str, task_defs: list[str]) -> Any:
@@ -60,8 +59,7 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
                 max_train_examples: int | None, seed: int) -> dict[str, Any]:
     """Fine-tune with the plain HF Trainer; score dev with mtbio's metric."""
     from datasets import Dataset
-    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer,
-                              DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments)
+    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     from mtbio.evaluation.metrics import score_task
 
@@ -73,27 +71,22 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     tagging = task.type == "tagging"
 
     def encode(examples: list[Any]) -> tuple[Dataset, Any]:
-        if tagging:
-            enc = tokenizer([e.tokens for e in examples], is_split_into_words=True, truncation=True,
-                            max_length=HYPER["max_length"])
-            all_labels = []
+        enc = hf_tokenize(tokenizer, task, examples, HYPER["max_length"])
+        if tagging:  # first sub-word of each word carries its tag; the rest are ignored (-100)
+            targets = []
             for i, ex in enumerate(examples):
                 previous, row = None, []
                 for w in enc.word_ids(i):
                     row.append(-100 if w is None or w == previous else label_id[ex.label[w]])
                     previous = w
-                all_labels.append(row)
-            return Dataset.from_dict({**{k: enc[k] for k in enc.keys()}, "labels": all_labels}), enc
-        enc = tokenizer([e.text for e in examples], [e.text_b for e in examples] if task.is_pair else None,
-                        truncation=True, max_length=HYPER["max_length"])
-        targets = [label_id[e.label] for e in examples]
+                targets.append(row)
+        else:
+            targets = [label_id[e.label] for e in examples]
         return Dataset.from_dict({**{k: enc[k] for k in enc.keys()}, "labels": targets}), enc
 
     (train_ds, _), (dev_ds, dev_enc) = encode(train), encode(dev)
-    model_cls = AutoModelForTokenClassification if tagging else AutoModelForSequenceClassification
     torch.manual_seed(seed)
-    model = model_cls.from_pretrained(encoder, num_labels=len(labels))
-    collator = DataCollatorForTokenClassification(tokenizer) if tagging else DataCollatorWithPadding(tokenizer)
+    model, collator = hf_model_and_collator(task, encoder, tokenizer)
     args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=HYPER["batch_size"],
                              per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_steps=HYPER["warmup"],
                              weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=seed,
@@ -165,7 +158,7 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
         command += ["--task-defs", directory]
     if args.max_train_examples:
         command += ["--max-train-examples", str(args.max_train_examples)]
-    print(f"[bench_train] {task}: {side} {PEAK_KEY[precision]} seed {seed}", file=sys.stderr, flush=True)
+    print(f"[bench_train] {task}: {side} {precision_name(precision)} seed {seed}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     subprocess.run(command, check=True)
     result = json.loads(output.read_text())
@@ -198,7 +191,7 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
         precision = key.split("-", 1)[1]
         if per_example:
             flops_per_second = side["train_examples_per_second"] * per_example
-            side.update(utilisation(flops_per_second, 1.0, peaks.get(PEAK_KEY[precision], peaks["fp32"])))
+            side.update(utilisation(flops_per_second, 1.0, peaks.get(precision_name(precision), peaks["fp32"])))
         parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s dev {side['dev_mean']:.4f}"
                      f"±{side['dev_sd']:.4f}")
     base, trainer = sides.get("mtbio-no"), sides.get("trainer-no")

@@ -13,7 +13,7 @@ import platform
 import resource
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import torch
 
@@ -152,14 +152,15 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Where the JSON result goes (default: benchmarks/results).")
 
 
-def _precision(mixed_precision: str) -> str:
+def precision_name(mixed_precision: str) -> str:
+    """`--mixed-precision` value → the key of its matmul peak: no → fp32, bf16 → bf16."""
     return "fp32" if mixed_precision == "no" else mixed_precision
 
 
 def measure_peaks(mixed_precision: str, seconds: float = 2.0) -> dict[str, float]:
     """`matmul_peaks()`, refusing up front a --mixed-precision this machine cannot run."""
     peaks = matmul_peaks(seconds)
-    if _precision(mixed_precision) not in peaks:
+    if precision_name(mixed_precision) not in peaks:
         raise SystemExit(f"error: --mixed-precision {mixed_precision}: not supported on this machine")
     return peaks
 
@@ -167,7 +168,29 @@ def measure_peaks(mixed_precision: str, seconds: float = 2.0) -> dict[str, float
 def efficiency(config: Any, lengths: Iterable[int], seconds: float, peaks: dict[str, float], mixed_precision: str,
                training: bool) -> dict[str, Any]:
     """Useful FLOPs of sequences of `lengths` real tokens done in `seconds`, against the peak of the precision used."""
-    precision = _precision(mixed_precision)
+    precision = precision_name(mixed_precision)
     flops = total_flops(config, lengths, training)
     return {"precision": precision, "useful_flops": flops, "peak_flops_per_second": peaks[precision],
             **utilisation(flops, seconds, peaks[precision])}
+
+
+def hf_tokenize(tokenizer: Any, task: Any, examples: Sequence[Any], max_length: int) -> Any:
+    """Tokenize mtbio examples the way a plain Hugging Face script does: word lists for tagging,
+    text (and text_b for pair tasks) otherwise; truncated, unpadded."""
+    if task.type == "tagging":
+        return tokenizer([e.tokens for e in examples], is_split_into_words=True, truncation=True,
+                         max_length=max_length)
+    return tokenizer([e.text for e in examples], [e.text_b for e in examples] if task.is_pair else None,
+                     truncation=True, max_length=max_length)
+
+
+def hf_model_and_collator(task: Any, encoder: str, tokenizer: Any) -> tuple[Any, Any]:
+    """`AutoModelForTokenClassification` / `AutoModelForSequenceClassification` with its default collator."""
+    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                              DataCollatorForTokenClassification, DataCollatorWithPadding)
+
+    if task.type == "tagging":
+        model_cls, collator = AutoModelForTokenClassification, DataCollatorForTokenClassification(tokenizer)
+    else:
+        model_cls, collator = AutoModelForSequenceClassification, DataCollatorWithPadding(tokenizer)
+    return model_cls.from_pretrained(encoder, num_labels=len(task.label_list) or 1), collator
