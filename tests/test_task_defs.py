@@ -99,6 +99,7 @@ def _errors(tmp_path: Path, text: str) -> list[TaskDefinitionError]:
         ("format: xml\n", "format", "unknown format 'xml'"),
         ("extra_metrics: [f2]\n", "extra_metrics", "unknown metric 'f2'"),
         ("tagging_scheme: IOB2\n", "tagging_scheme", "applies to tagging tasks only"),
+        ("pooling: mean\n", "pooling", "Input should be 'cls' or 'pooler'"),
         ("files: {all: demo/all.tsv}\n", "derived_split", "needs derived_split"),
         ("reader_options: {sep: ';'}\n", "reader_options.sep", "has no option 'sep'"),
         ("reader_options: {header: 'yes'}\n", "reader_options.header", "expected bool"),
@@ -114,6 +115,14 @@ def test_invalid_definition_names_file_task_and_field(tmp_path, change, field, m
     for e in errors:
         assert e.path.endswith("demo.yml") and e.task == "demo"
         assert str(e).startswith(f"{e.path}: task 'demo': field '")
+
+
+def test_pooler_is_refused_for_a_tagging_task(tmp_path):
+    tagging = VALID.replace("type: classification", "type: tagging").replace("format: tsv", "format: conll")
+    tagging = tagging.replace("columns: {text: 0, label: 1}\n", "").replace("negative_label: neg\n", "")
+    tagging = tagging.replace("labels: [pos, neg]", "labels: [Chemical]").replace("micro_f1", "entity_f1")
+    errors = _errors(tmp_path, tagging + "tagging_scheme: IOB2\npooling: pooler\n")
+    assert [(e.field, "sentence-level tasks" in e.message) for e in errors] == [("pooling", True)], errors
 
 
 def test_all_schema_problems_reported_at_once(tmp_path):

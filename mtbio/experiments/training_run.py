@@ -39,7 +39,8 @@ STAGES = ("refine", "finetune", "single-task")
 
 def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
-                      dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight)
+                      dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
+                      pooling=task.pooling)
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:

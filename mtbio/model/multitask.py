@@ -38,9 +38,9 @@ class MultiTaskModel(nn.Module):
 
     def forward(self, task: str, labels: torch.Tensor | None = None, **batch: Any) -> TaskOutput:
         inputs = {k: batch[k] for k in self._encoder_inputs if k in batch}
-        hidden = self.encoder(**inputs).last_hidden_state
+        encoded = self.encoder(**inputs)
         head = self.heads[task]
-        logits = head(hidden)
+        logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None))
         loss = head.loss(logits, labels) * head.config.loss_weight if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
 

@@ -67,6 +67,9 @@ class TaskDef(BaseModel):
     entity_markers: Literal["keep", "strip"] = "keep"
     threshold: float = Field(0.5, gt=0, lt=1)
     dropout: float = Field(0.1, ge=0, lt=1)
+    # sentence-level heads: read [CLS] directly (MT-BERT) or the encoder's own pooler, as
+    # `AutoModelForSequenceClassification` does (BERT: [CLS] → dense → tanh)
+    pooling: Literal["cls", "pooler"] = "cls"
     loss_weight: float = Field(1.0, gt=0)
     credentialed: bool = False
     access: str = ""
@@ -88,6 +91,8 @@ class TaskDef(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "TaskDef":
         """Cross-field checks. Each message starts with "<field>: " so loaders can name the field."""
+        if self.pooling == "pooler" and self.type == "tagging":
+            raise ValueError("pooling: a tagging head reads every token; pooling applies to sentence-level tasks")
         if ("all" in self.files) != (self.derived_split is not None):
             raise ValueError("derived_split: files: {all: ...} needs derived_split, and derived_split needs files: {all: ...}")
         if self.type == "regression":

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mtbio.errors import MtbioError
 from mtbio.registry import Registry
 
 HEADS: Registry[type["Head"]] = Registry("head type")
@@ -28,6 +29,7 @@ class HeadConfig:
     dropout: float = 0.1
     threshold: float = 0.5
     loss_weight: float = 1.0
+    pooling: str = "cls"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,7 +53,8 @@ class Head(nn.Module):
         super().__init__()
         self.config = config
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:  # pragma: no cover
+        """`hidden`: the encoder's last hidden states; `pooled`: its pooler output, if it has one."""
         raise NotImplementedError
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
@@ -63,14 +66,19 @@ class Head(nn.Module):
 
 
 class SentenceHead(Head):
-    """[CLS] → dropout → linear: the shape shared by the sentence-level heads."""
+    """[CLS] (or the encoder's pooler output) → dropout → linear: the sentence-level heads' shape."""
 
     def __init__(self, config: HeadConfig):
         super().__init__(config)
         self.dropout = nn.Dropout(config.dropout)
         self.out = nn.Linear(config.hidden_size, config.num_outputs)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
+        if self.config.pooling == "pooler":
+            if pooled is None:
+                raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "
+                                 "output; use pooling: cls")
+            return self.out(self.dropout(pooled))
         return self.out(self.dropout(hidden[:, 0]))
 
 

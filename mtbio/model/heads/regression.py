@@ -11,8 +11,8 @@ from mtbio.model.heads.base import HEADS, SentenceHead
 
 @HEADS.register("regression")
 class RegressionHead(SentenceHead):
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return super().forward(hidden).squeeze(-1)
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
+        return super().forward(hidden, pooled).squeeze(-1)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.mse_loss(logits.float(), labels.float())

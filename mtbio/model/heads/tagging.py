@@ -21,7 +21,7 @@ class TaggingHead(Head):
         self.dropout = nn.Dropout(config.dropout)
         self.out = nn.Linear(config.hidden_size, config.num_outputs)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
         return self.out(self.dropout(hidden))
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
