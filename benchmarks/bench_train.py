@@ -119,11 +119,25 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
             "mean_train_length": float(np.mean(lengths)), "mean_train_flops_per_example": float(np.mean(flops))}
 
 
+def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[str]]:
+    """`task` with its sentence head reading `pooling`, as a task definition in `directory`."""
+    if pooling == task.pooling or task.type == "tagging":
+        return task, []
+    import yaml
+
+    variant = task.model_copy(update={"name": f"{task.name}-{pooling}", "pooling": pooling})
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{variant.name}.yml").write_text(yaml.safe_dump(variant.model_dump(mode="json"), sort_keys=False))
+    return variant, [str(directory)]
+
+
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-              max_train_examples: int | None, task_defs: list[str], seed: int) -> dict[str, Any]:
+              max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig
 
+    task, extra_defs = with_pooling(task, pooling, out_dir / "task-defs")
+    task_defs = task_defs + extra_defs
     config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
                        task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
                        warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
@@ -143,7 +157,7 @@ def child(args: argparse.Namespace) -> None:
                                  args.max_train_examples, args.seed)
         else:
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                               args.max_train_examples, args.task_defs, args.seed)
+                               args.max_train_examples, args.task_defs, args.seed, args.pooling)
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
 
@@ -153,7 +167,8 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
              tmp: Path) -> dict:
     output = tmp / f"{task}-{side}-{precision}-{seed}.json"
     command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task, "--seed", str(seed),
-               "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output)]
+               "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
+               "--pooling", args.pooling]
     for directory in args.task_defs:
         command += ["--task-defs", directory]
     if args.max_train_examples:
@@ -222,9 +237,11 @@ def parent(args: argparse.Namespace) -> None:
                 "task": task.name, "metric": task.metric, "hyperparameters": HYPER,
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
+                "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}
+            stem = f"bench_train-{task.name}" + (f"-{args.pooling}" if args.pooling != "cls" else "")
             order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no")]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
@@ -232,9 +249,9 @@ def parent(args: argparse.Namespace) -> None:
                 for side, precision in order:
                     runs[f"{side}-{precision}"].append(run_side(args, task.name, side, precision, seed, encoder, tmp))
                     result["sides"] = {k: aggregate(v, task.metric) for k, v in runs.items() if v}
-                    write_result(f"bench_train-{task.name}", result, args.results_dir)  # keep what is done
+                    write_result(stem, result, args.results_dir)  # keep what is done
             line = summarise(task, result, peaks)
-            target = write_result(f"bench_train-{task.name}", result, args.results_dir)
+            target = write_result(stem, result, args.results_dir)
             print(f"{line} -> {target}", flush=True)
 
 
@@ -248,6 +265,9 @@ def main() -> None:
                         help="mtbio precisions (no, bf16, fp16); unsupported ones are skipped.")
     parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16).")
     parser.add_argument("--max-train-examples", type=int, default=None, help="Cap train examples (quick runs).")
+    parser.add_argument("--pooling", choices=["cls", "pooler"], default="cls",
+                        help="mtbio sentence heads: cls (mtbio's default) or pooler (the same head as the Trainer's "
+                             "AutoModelForSequenceClassification); results go to bench_train-<task>-pooler.json.")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)

@@ -28,3 +28,15 @@ def test_bench_train_compares_mtbio_with_the_trainer(tiny_encoder: str, tmp_path
     assert result["speed_ratio_fp32"] > 0 and "difference_points_fp32" in result
     assert result["matmul_peak_flops_per_second"]["fp32"] > 1e8
     assert result["machine"]["cores"] >= 1 and result["machine"]["torch"]
+
+
+def test_bench_train_can_give_mtbio_the_trainers_pooler_head(tiny_encoder: str, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-relation",
+               "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
+               "--max-train-examples", "24", "--precisions", "no", "--pooling", "pooler",
+               "--results-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "bench_train-demo-relation-pooler.json").read_text())
+    assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    assert not (tmp_path / "bench_train-demo-relation.json").exists()

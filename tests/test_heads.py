@@ -53,3 +53,12 @@ def test_pooler_pooling_without_a_pooler_is_a_clear_error() -> None:
     encoder = DebertaV2Model(DebertaV2Config(**SIZES))
     with pytest.raises(MtbioError, match="task 't' sets pooling: pooler, but this encoder has no pooler output"):
         _model("pooler", encoder)("t", **_batch())
+
+
+@pytest.mark.parametrize("head_type, labels", [("classification", ["a", "b"]), ("regression", []),
+                                               ("multilabel", ["x", "y", "z"]), ("tagging", ["O", "B-C", "I-C"])])
+def test_heads_start_as_bert_task_heads_do(head_type: str, labels: list[str]) -> None:
+    torch.manual_seed(0)
+    head = build_head(HeadConfig(task="t", type=head_type, hidden_size=1024, labels=labels))
+    assert torch.equal(head.out.bias, torch.zeros_like(head.out.bias))
+    assert abs(float(head.out.weight.std()) - 0.02) < 0.002 and abs(float(head.out.weight.mean())) < 0.002

@@ -46,6 +46,17 @@ class HeadConfig:
         return max(1, len(self.labels)) if self.type != "regression" else 1
 
 
+INIT_STD = 0.02  # BERT's initializer_range; Hugging Face initialises its task heads the same way
+
+
+def output_layer(config: HeadConfig) -> nn.Linear:
+    """hidden → outputs, initialised as BERT initialises task heads: N(0, 0.02) weights, zero bias."""
+    layer = nn.Linear(config.hidden_size, config.num_outputs)
+    nn.init.normal_(layer.weight, std=INIT_STD)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
 class Head(nn.Module):
     """Base class. Subclasses set `self.out` and implement forward/loss/decode."""
 
@@ -71,7 +82,7 @@ class SentenceHead(Head):
     def __init__(self, config: HeadConfig):
         super().__init__(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.out = nn.Linear(config.hidden_size, config.num_outputs)
+        self.out = output_layer(config)
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
         if self.config.pooling == "pooler":

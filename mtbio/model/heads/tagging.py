@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from mtbio.data.featurize import decode_tags
-from mtbio.model.heads.base import HEADS, Head, HeadConfig
+from mtbio.model.heads.base import HEADS, Head, HeadConfig, output_layer
 
 
 @HEADS.register("tagging")
@@ -19,7 +19,7 @@ class TaggingHead(Head):
     def __init__(self, config: HeadConfig):
         super().__init__(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.out = nn.Linear(config.hidden_size, config.num_outputs)
+        self.out = output_layer(config)
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
         return self.out(self.dropout(hidden))
