@@ -41,22 +41,16 @@ from mtbio.experiments.common import resolve_tasks  # noqa: E402
 from mtbio.experiments.refine import refine  # noqa: E402
 from mtbio.model.encoder import load_tokenizer  # noqa: E402
 from mtbio.training.config import RunConfig  # noqa: E402
+from mtbio.training.trainer import build_sampler  # noqa: E402
 
 BATCH_SIZE, MAX_LENGTH = 32, 128
 ACCEPTANCE = 0.10  # the issue: padded tokens at most 10% of all tokens in refine batches
 
 
-def mixer_for(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> MultiTaskBatchSampler:
-    """The batch plan of the run, built from the same fields as in mtbio/training/trainer.py."""
-    return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
-                                 temperature=config.temperature, cap=config.temperature_cap,
-                                 main_task=config.main_task, ratio=config.aux_ratio)
-
-
 def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> dict[str, Any]:
     """Padded share of all tokens over epoch 0 of the mixer (each batch padded to its longest
     example), per task, and the same for random batches and for padding to max length."""
-    plan = mixer_for(config, lengths).plan(0)
+    plan = build_sampler(config, lengths).plan(0)
     rng = np.random.default_rng(config.seed)
     random_batches: list[Batch] = []
     for task, values in lengths.items():
@@ -105,7 +99,7 @@ def bench(args: argparse.Namespace, peaks: dict[str, float], workdir: Path) -> d
     wall = time.perf_counter() - start
 
     # mtbio reports rates; the replayed batches give the examples, tokens and FLOPs behind them
-    batches = trained_batches(mixer_for(config, lengths), results["steps"])
+    batches = trained_batches(build_sampler(config, lengths), results["steps"])
     real = [lengths[task][i] for task, indices in batches for i in indices]
     seconds = len(real) / results["train_examples_per_second"]
     if abs(sum(real) / seconds / results["train_tokens_per_second"] - 1) > 1e-6:

@@ -105,6 +105,9 @@ TRAINING_OPTIONS = [
     click.option("--temperature", type=float), click.option("--temperature-cap", type=int),
     click.option("--main-task", help="Main task of the ratio mixer."),
     click.option("--aux-ratio", type=float, help="Auxiliary batches per main-task batch (ratio mixer)."),
+    click.option("--bucket-window", type=int,
+                 help="Length bucketing: batches are cut from length-sorted windows of this many batches "
+                      "(200; 1 = random batches, as the HF Trainer draws them)."),
     click.option("--eval-every", type=int, help="Evaluate on dev every N steps (default: each epoch)."),
     click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
     click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from mtbio.data.mixer import MultiTaskBatchSampler, padding_fraction, shard
+from mtbio.training.config import RunConfig
+from mtbio.training.trainer import build_sampler
 
 
 def _lengths(sizes: dict[str, int], seed: int = 0) -> dict[str, list[int]]:
@@ -134,8 +136,8 @@ def test_length_bucketing_keeps_padding_under_ten_percent() -> None:
     sigma = 0.6
     lengths = {"ner": np.clip(np.round(rng.lognormal(np.log(39) - sigma**2 / 2, sigma, 12500)), 5, 128).astype(int)}
     assert 35 < lengths["ner"].mean() < 43
-    bucketed = padding_fraction(MultiTaskBatchSampler(lengths, 32), lengths)
-    unbucketed = padding_fraction(MultiTaskBatchSampler(lengths, 32, bucket_multiplier=1), lengths)
+    bucketed = padding_fraction(build_sampler(RunConfig(), lengths), lengths)
+    unbucketed = padding_fraction(build_sampler(RunConfig(bucket_window=1), lengths), lengths)  # --bucket-window 1
     assert bucketed <= 0.10
     assert unbucketed > 0.5
 

@@ -48,6 +48,8 @@ class RunConfig(BaseModel):
     temperature_cap: int | None = Field(None, ge=1)
     main_task: str | None = None
     aux_ratio: float = Field(1.0, gt=0)
+    # length bucketing: each task's batches are cut from length-sorted windows of this many batches
+    bucket_window: int = Field(200, ge=1)
 
     eval_every: int | None = Field(None, ge=1)
     eval_test: bool = False

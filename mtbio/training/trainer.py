@@ -15,6 +15,7 @@ import logging
 import math
 import signal
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,14 @@ from mtbio.training.distributed import all_processes, any_process, log_micro_bat
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 
 log = logging.getLogger(__name__)
+
+
+def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> MultiTaskBatchSampler:
+    """The run's batch plan (mixer strategy, seed, length bucketing) from its config."""
+    return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
+                                 temperature=config.temperature, cap=config.temperature_cap,
+                                 main_task=config.main_task, ratio=config.aux_ratio,
+                                 bucket_multiplier=config.bucket_window)
 
 
 def make_accelerator(mixed_precision: str) -> Accelerator:
@@ -106,16 +115,7 @@ class Trainer:
         self._stop_signal: int | None = None
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
-        self.sampler = MultiTaskBatchSampler(
-            lengths,
-            batch_size=config.batch_size,
-            strategy=config.mixer,
-            seed=config.seed,
-            temperature=config.temperature,
-            cap=config.temperature_cap,
-            main_task=config.main_task,
-            ratio=config.aux_ratio,
-        )
+        self.sampler = build_sampler(config, lengths)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
