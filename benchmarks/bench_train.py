@@ -142,8 +142,9 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
                        task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
                        warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
                        seed=seed, mixed_precision=precision, max_train_examples=max_train_examples)
-    [(_, results)] = finetune(config)
-    return {"dev": results["dev"][task.name], "wall_seconds": results["wall_seconds"],
+    [(run_dir, results)] = finetune(config)
+    head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
+    return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
             "train_examples_per_second": results["train_examples_per_second"],
             "train_real_tokens_per_second": results["train_tokens_per_second"]}
 

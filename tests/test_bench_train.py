@@ -39,4 +39,5 @@ def test_bench_train_can_give_mtbio_the_trainers_pooler_head(tiny_encoder: str, 
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_train-demo-relation-pooler.json").read_text())
     assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    assert result["sides"]["mtbio-no"]["runs"][0]["pooling"] == "pooler"  # the head mtbio really trained
     assert not (tmp_path / "bench_train-demo-relation.json").exists()
