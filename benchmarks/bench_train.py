@@ -121,13 +121,12 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
 
 def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[str]]:
     """`task` with its sentence head reading `pooling`, as a task definition in `directory`."""
+    from mtbio.experiments.training_run import write_task_defs
+
     if pooling == task.pooling or task.type == "tagging":
         return task, []
-    import yaml
-
     variant = task.model_copy(update={"name": f"{task.name}-{pooling}", "pooling": pooling})
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{variant.name}.yml").write_text(yaml.safe_dump(variant.model_dump(mode="json"), sort_keys=False))
+    write_task_defs([variant], directory)
     return variant, [str(directory)]
 
 
