@@ -49,10 +49,18 @@ def test_pooler_pooling_gives_the_logits_of_auto_model_for_sequence_classificati
     assert not torch.allclose(ours, cls_only, atol=1e-3)  # the pooler is really in the path
 
 
-def test_pooler_pooling_without_a_pooler_is_a_clear_error() -> None:
-    encoder = DebertaV2Model(DebertaV2Config(**SIZES))
-    with pytest.raises(MtbioError, match="task 't' sets pooling: pooler, but this encoder has no pooler output"):
-        _model("pooler", encoder)("t", **_batch())
+@pytest.mark.parametrize("encoder_factory", [lambda: DebertaV2Model(DebertaV2Config(**SIZES)),
+                                             lambda: BertModel(BertConfig(**SIZES), add_pooling_layer=False)])
+def test_pooler_pooling_without_a_pooler_fails_when_the_model_is_built(encoder_factory) -> None:
+    with pytest.raises(MtbioError, match="task 't' sets pooling: pooler, but this encoder .* has no pooler"):
+        _model("pooler", encoder_factory())  # no forward pass needed: the model refuses to assemble
+
+
+def test_a_head_config_with_an_unknown_pooling_is_refused() -> None:
+    data = HeadConfig(task="t", type="classification", hidden_size=32, labels=["a", "b"]).to_json()
+    assert HeadConfig.from_json(data).pooling == "cls"
+    with pytest.raises(ValueError, match="pooling must be one of cls, pooler, not 'mean'"):
+        HeadConfig.from_json({**data, "pooling": "mean"})
 
 
 @pytest.mark.parametrize("head_type, labels", [("classification", ["a", "b"]), ("regression", []),

@@ -73,6 +73,10 @@ def train_tasks(
     encoder = load_encoder(encoder_source)
     # inputs longer than the encoder's positions are truncated (and counted), never a crash
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
+    apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
+    hidden = int(encoder.config.hidden_size)
+    # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
+    model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
@@ -81,9 +85,6 @@ def train_tasks(
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
-    apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
-    hidden = int(encoder.config.hidden_size)
-    model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
 
     if accelerator.is_main_process:  # created only once data and model have loaded
         try:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mtbio.errors import MtbioError
 from mtbio.model.heads import Head
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -28,7 +29,9 @@ class MultiTaskModel(nn.Module):
     def __init__(self, encoder: nn.Module, heads: dict[str, Head]):
         super().__init__()
         self.encoder = encoder
-        self.heads = nn.ModuleDict(heads)
+        self.heads = nn.ModuleDict()
+        for name, head in heads.items():
+            self.add_head(name, head)
         accepted = inspect.signature(encoder.forward).parameters
         self._encoder_inputs = tuple(k for k in ENCODER_INPUTS if k in accepted)
 
@@ -45,4 +48,7 @@ class MultiTaskModel(nn.Module):
         return TaskOutput(logits=logits, loss=loss)
 
     def add_head(self, name: str, head: Head) -> None:
+        if head.config.pooling == "pooler" and getattr(self.encoder, "pooler", None) is None:
+            raise MtbioError(f"task '{name}' sets pooling: pooler, but this encoder "
+                             f"({type(self.encoder).__name__}) has no pooler; use pooling: cls")
         self.heads[name] = head

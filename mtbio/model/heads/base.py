@@ -16,6 +16,7 @@ from mtbio.errors import MtbioError
 from mtbio.registry import Registry
 
 HEADS: Registry[type["Head"]] = Registry("head type")
+POOLINGS = ("cls", "pooler")  # what a sentence-level head reads: [CLS]'s hidden state or the encoder's pooler
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class HeadConfig:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unexpected fields {sorted(unknown)}")
+        if data.get("pooling", "cls") not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {data['pooling']!r}")
         return cls(**data)
 
     @property
