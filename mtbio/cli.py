@@ -108,10 +108,6 @@ TRAINING_OPTIONS = [
     click.option("--bucket-window", type=int,
                  help="Length bucketing: batches are cut from length-sorted windows of this many batches "
                       "(200; 1 = random batches, as the HF Trainer draws them)."),
-    click.option("--tagging-loss", type=click.Choice(["batch-mean", "per-token"]),
-                 help="Tagging tasks: per-token (default) sums the token losses over the task's mean labelled "
-                      "tokens per batch, so a token weighs the same in a batch of short sentences as of long "
-                      "ones; batch-mean averages over each batch's own tokens, as the HF Trainer does."),
     click.option("--eval-every", type=int, help="Evaluate on dev every N steps (default: each epoch)."),
     click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
     click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),

@@ -50,8 +50,6 @@ class RunConfig(BaseModel):
     aux_ratio: float = Field(1.0, gt=0)
     # length bucketing: each task's batches are cut from length-sorted windows of this many batches
     bucket_window: int = Field(200, ge=1)
-    # tagging loss: mean over the batch's labelled tokens, or every token weighted the same in every batch
-    tagging_loss: Literal["batch-mean", "per-token"] = "per-token"
 
     eval_every: int | None = Field(None, ge=1)
     eval_test: bool = False

@@ -47,20 +47,6 @@ def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> Mu
                                  bucket_multiplier=config.bucket_window)
 
 
-def labelled_tokens_per_example(split: Any) -> float:
-    """Mean number of labelled (first sub-word) tokens per example of a tagging split."""
-    counts = [sum(1 for label in row if label != -100) for row in split.columns["labels"]]
-    return max(1.0, sum(counts) / max(1, len(counts)))
-
-
-def per_token_loss(mean_loss: torch.Tensor, labels: torch.Tensor, n_examples: int,
-                   labelled_per_example: float) -> torch.Tensor:
-    """A batch's mean token loss → its token losses summed over a constant (the task's mean
-    labelled tokens per batch of `n_examples`): every token weighs the same in every batch."""
-    labelled = (labels != -100).sum()
-    return mean_loss * labelled / (labelled_per_example * n_examples)
-
-
 def make_accelerator(mixed_precision: str) -> Accelerator:
     """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32."""
     on_gpu = torch.cuda.is_available()
@@ -129,13 +115,6 @@ class Trainer:
         self._stop_signal: int | None = None
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
-        # --tagging-loss per-token: a batch's mean token loss is rescaled by (its labelled tokens /
-        # the task's mean labelled tokens per example × its examples), i.e. token losses summed over
-        # a constant. Length-bucketed batches would otherwise weigh a token of a short-sentence batch
-        # several times more than one of a long-sentence batch.
-        self.labelled_per_example = {
-            name: labelled_tokens_per_example(d.splits["train"]) for name, d in data.items()
-            if d.task.type == "tagging" and config.tagging_loss == "per-token"}
         self.sampler = build_sampler(config, lengths)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
@@ -312,8 +291,6 @@ class Trainer:
         with acc.autocast():
             out = self.model(task, **batch)
         loss = out.loss
-        if task in self.labelled_per_example:
-            loss = per_token_loss(loss, batch["labels"], len(local), self.labelled_per_example[task])
         # decided on all processes together: one rank's NaN stops (or skips) every rank
         if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
             uids = [part.examples[i].uid for i in indices]
