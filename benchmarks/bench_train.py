@@ -224,6 +224,8 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
 
 
 def parent(args: argparse.Namespace) -> None:
+    from mtbio.training.config import RunConfig
+
     info = machine()
     precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
     trainer_precisions = args.trainer_precisions.split(",")
@@ -238,6 +240,7 @@ def parent(args: argparse.Namespace) -> None:
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
+                "mtbio_defaults": {k: getattr(RunConfig(), k) for k in ("bucket_window", "sub_batches")},
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}

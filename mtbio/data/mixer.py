@@ -254,3 +254,34 @@ def padding_fraction(
         real += int(batch.sum())
         padded += width * len(batch)
     return 1.0 - real / padded if padded else 0.0
+
+
+def split_by_length(indices: Sequence[int], lengths: Sequence[int], parts: int) -> list[list[int]]:
+    """`indices` sorted by length and cut into `parts` contiguous groups (fewer if there are fewer
+    examples) that minimise the padded tokens, sum over groups of (longest length × group size).
+
+    Running a batch as these sub-batches, with their gradients added, gives the whole batch's
+    gradient at a fraction of its padding (`--sub-batches`).
+    """
+    order = sorted(indices, key=lambda i: lengths[i])
+    n, parts = len(order), max(1, min(parts, len(order)))
+    sizes = np.asarray([lengths[i] for i in order], dtype=np.float64)
+    # cost[j][i]: least padded tokens for the first i examples in j groups; the last group is
+    # order[m:i], padded to sizes[i-1], so cost[j][i] = min over m of cost[j-1][m] + sizes[i-1]·(i-m)
+    previous = np.full(n + 1, np.inf)
+    previous[0] = 0.0
+    cuts = np.zeros((parts + 1, n + 1), dtype=np.int64)
+    end = np.arange(n + 1)
+    width = np.concatenate([[1.0], sizes])[:, None]  # row i >= 1: the group ending at i is padded to sizes[i-1]
+    span = (end[:, None] - end[None, :]).astype(np.float64)
+    span[span < 1] = np.inf  # a group holds at least one example
+    for j in range(1, parts + 1):
+        candidate = previous[None, :] + width * span
+        cuts[j] = candidate.argmin(axis=1)
+        previous = candidate.min(axis=1)
+    groups, stop = [], n
+    for j in range(parts, 0, -1):
+        start = int(cuts[j][stop])
+        groups.append(order[start:stop])
+        stop = start
+    return groups[::-1]

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from accelerate import Accelerator, DistributedType
 from tqdm.auto import tqdm
 
 from mtbio.data.collate import pad_multiple_for
-from mtbio.data.mixer import MultiTaskBatchSampler, shard
+from mtbio.data.mixer import MultiTaskBatchSampler, shard, split_by_length
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
@@ -115,6 +116,11 @@ class Trainer:
         self._stop_signal: int | None = None
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
+        # per train example, the terms it adds to its head's mean loss (labelled tokens for tagging):
+        # what weighs each sub-batch (--sub-batches) so that their losses add up to the batch's
+        self.loss_units = {name: np.asarray([model.heads[name].loss_units(label)
+                                             for label in d.splits["train"].columns["labels"]], dtype=np.float64)
+                           for name, d in data.items()}
         self.sampler = build_sampler(config, lengths)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
@@ -264,10 +270,7 @@ class Trainer:
         total = 0.0
         skipped = False
         for i, (task, indices) in enumerate(micro):
-            sync = i == len(micro) - 1
-            context = self.accelerator.no_sync(self.model) if not sync else contextlib.nullcontext()
-            with context:
-                loss = self._train_step(task, indices)
+            loss = self._train_step(task, indices, sync=i == len(micro) - 1)
             if loss is None:  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
                 skipped = True
                 break
@@ -280,33 +283,48 @@ class Trainer:
         self.state.train_seconds += time.perf_counter() - start
         return total, micro[-1][0]
 
-    def _train_step(self, task: str, indices: list[int]) -> float | None:
-        """Forward and backward of one micro-batch; None when its loss was non-finite and skipped."""
+    def _train_step(self, task: str, indices: list[int], sync: bool) -> float | None:
+        """Forward and backward of one batch (run as --sub-batches length-sorted parts whose losses
+        add up to the batch's); None when a loss was non-finite and skipped. `sync`: the gradients
+        are all-reduced after this batch's last backward (the last batch of an optimizer step)."""
         acc = self.accelerator
         part = self.data[task].splits["train"]
         local = shard(indices, acc.process_index, acc.num_processes)
         step = self.state.global_step + 1
         log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
-        batch = {k: v.to(acc.device) for k, v in part.batch(local, self.pad_id, self.pad_multiple).items()}
-        with acc.autocast():
-            out = self.model(task, **batch)
-        loss = out.loss
-        # decided on all processes together: one rank's NaN stops (or skips) every rank
-        if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
-            uids = [part.examples[i].uid for i in indices]
-            where = (f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples "
-                     f"starting with {uids[:5]}")
-            if not self.config.skip_nonfinite:
-                raise MtbioError(f"{where}; check these examples' labels, lower --lr, or pass --skip-nonfinite")
-            log.warning("skipped a batch: %s", where)
-            self.state.skipped.append({"step": step, "task": task, "uids": uids})
-            acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
-            self.optimizer.zero_grad(set_to_none=True)
-            return None
-        acc.backward(loss / self.config.grad_accum)
+        # the same number of parts on every process: each runs the same collectives and backwards
+        parts = min(self.config.sub_batches, max(1, len(indices) // acc.num_processes))
+        units = self.loss_units[task]
+        batch_units = units[local].sum()
+        total = 0.0
+        chunks = split_by_length(local, part.lengths, parts)
+        for j, chunk in enumerate(chunks):
+            last = sync and j == len(chunks) - 1
+            with contextlib.nullcontext() if last else acc.no_sync(self.model):
+                batch = {k: v.to(acc.device) for k, v in part.batch(chunk, self.pad_id, self.pad_multiple).items()}
+                with acc.autocast():
+                    out = self.model(task, **batch)
+                loss = out.loss if len(chunks) == 1 else out.loss * float(units[chunk].sum() / batch_units)
+                # decided on all processes together: one rank's NaN stops (or skips) every rank
+                if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
+                    self._non_finite(step, task, part, indices)
+                    acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
+                    self.optimizer.zero_grad(set_to_none=True)
+                    return None
+                acc.backward(loss / self.config.grad_accum)
+            total += float(loss.detach())
+            self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
         self.state.examples_seen += len(indices)
-        self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
-        return float(loss.detach())
+        return total
+
+    def _non_finite(self, step: int, task: str, part: Any, indices: list[int]) -> None:
+        """Stop on a non-finite loss, or (--skip-nonfinite) log the batch that is skipped."""
+        uids = [part.examples[i].uid for i in indices]
+        where = f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples starting with {uids[:5]}"
+        if not self.config.skip_nonfinite:
+            raise MtbioError(f"{where}; check these examples' labels, lower --lr, or pass --skip-nonfinite")
+        log.warning("skipped a batch: %s", where)
+        self.state.skipped.append({"step": step, "task": task, "uids": uids})
 
     def _resume(self) -> None:
         latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")

@@ -74,6 +74,11 @@ class Head(nn.Module):
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
+    def loss_units(self, label: Any) -> int:
+        """How many terms an example with this (featurized) label adds to the mean that `loss`
+        takes: one per example here; heads whose loss averages over tokens override it."""
+        return 1
+
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:  # pragma: no cover
         """Logits of a batch → one prediction per example, in label space."""
         raise NotImplementedError

@@ -27,6 +27,9 @@ class TaggingHead(Head):
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
 
+    def loss_units(self, label: Any) -> int:
+        return sum(1 for tag in label if tag != -100)  # the loss averages over labelled first sub-words
+
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         predicted = logits.argmax(-1).tolist()
         word_index = batch["word_index"].tolist()
