@@ -39,6 +39,12 @@ import torch  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
 FIRST_SEED = 42
+BATCHING = {"bucket_window": "bw", "sub_batches": "sb"}  # mtbio batching options and their result-file tags
+
+
+def batching(args: argparse.Namespace) -> dict[str, int]:
+    """The mtbio batching options given on the command line (the rest stay mtbio's defaults)."""
+    return {key: getattr(args, key) for key in BATCHING if getattr(args, key) is not None}
 
 
 def load_task(name: str, task_defs: list[str]) -> Any:
@@ -131,7 +137,8 @@ def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[st
 
 
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-              max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str) -> dict[str, Any]:
+              max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
+              batching: dict[str, int]) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig
 
@@ -140,10 +147,14 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
     config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
                        task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
                        warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
-                       seed=seed, mixed_precision=precision, max_train_examples=max_train_examples)
+                       seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, **batching)
     [(run_dir, results)] = finetune(config)
+    from mtbio.training.config import read_config_file
+
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
+    saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
     return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
+            "batching": {key: saved[key] for key in BATCHING},
             "train_examples_per_second": results["train_examples_per_second"],
             "train_real_tokens_per_second": results["train_tokens_per_second"]}
 
@@ -157,7 +168,7 @@ def child(args: argparse.Namespace) -> None:
                                  args.max_train_examples, args.seed)
         else:
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                               args.max_train_examples, args.task_defs, args.seed, args.pooling)
+                               args.max_train_examples, args.task_defs, args.seed, args.pooling, batching(args))
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
 
@@ -169,6 +180,8 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
     command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task, "--seed", str(seed),
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
                "--pooling", args.pooling]
+    for key, value in batching(args).items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
     for directory in args.task_defs:
         command += ["--task-defs", directory]
     if args.max_train_examples:
@@ -240,11 +253,12 @@ def parent(args: argparse.Namespace) -> None:
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
-                "mtbio_defaults": {k: getattr(RunConfig(), k) for k in ("bucket_window", "sub_batches")},
+                "mtbio_batching": {**{k: getattr(RunConfig(), k) for k in BATCHING}, **batching(args)},
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}
-            stem = f"bench_train-{task.name}" + (f"-{args.pooling}" if args.pooling != "cls" else "")
+            stem = f"bench_train-{task.name}" + (f"-{args.pooling}" if args.pooling != "cls" else "") + "".join(
+                f"-{BATCHING[key]}{value}" for key, value in batching(args).items())
             order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no")]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
@@ -270,7 +284,10 @@ def main() -> None:
     parser.add_argument("--max-train-examples", type=int, default=None, help="Cap train examples (quick runs).")
     parser.add_argument("--pooling", choices=["cls", "pooler"], default="cls",
                         help="mtbio sentence heads: cls (mtbio's default) or pooler (the same head as the Trainer's "
-                             "AutoModelForSequenceClassification); results go to bench_train-<task>-pooler.json.")
+                             "AutoModelForSequenceClassification); tags the result file -pooler.")
+    parser.add_argument("--bucket-window", type=int, help="mtbio --bucket-window (1: random batches, as the Trainer's); "
+                                                           "tags the result file -bw<N>.")
+    parser.add_argument("--sub-batches", type=int, help="mtbio --sub-batches; tags the result file -sb<K>.")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)

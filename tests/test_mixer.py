@@ -1,13 +1,14 @@
 """The multi-task batch sampler: single-task batches, strategies, determinism, resume, sharding, padding."""
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from mtbio.data.mixer import MultiTaskBatchSampler, padding_fraction, shard
+from mtbio.data.mixer import MultiTaskBatchSampler, padding_fraction, shard, split_by_length
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import build_sampler
 
@@ -140,6 +141,37 @@ def test_length_bucketing_keeps_padding_under_ten_percent() -> None:
     unbucketed = padding_fraction(build_sampler(RunConfig(bucket_window=1), lengths), lengths)  # --bucket-window 1
     assert bucketed <= 0.10
     assert unbucketed > 0.5
+
+
+def _padded(groups: list[list[int]], lengths: list[int]) -> int:
+    return sum(max(lengths[i] for i in group) * len(group) for group in groups)
+
+
+def test_split_by_length_by_hand_and_against_every_split() -> None:
+    lengths = [30, 5, 6, 29, 7, 100]
+    # sorted: 5 6 7 29 30 100; three groups: [5 6 7] [29 30] [100] = 21 + 60 + 100
+    assert split_by_length(range(6), lengths, 3) == [[1, 2, 4], [3, 0], [5]]
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lengths = rng.integers(1, 60, 12).tolist()
+        indices = rng.choice(12, int(rng.integers(1, 9)), replace=False).tolist()
+        parts = int(rng.integers(1, 5))
+        groups = split_by_length(indices, lengths, parts)
+        assert sorted(i for g in groups for i in g) == sorted(indices)
+        assert len(groups) == min(parts, len(indices)) and all(groups)
+        order, n = sorted(indices, key=lambda i: lengths[i]), len(indices)
+        best = min(_padded([order[a:b] for a, b in zip((0, *cuts), (*cuts, n))], lengths)
+                   for cuts in itertools.combinations(range(1, n), len(groups) - 1))
+        assert _padded(groups, lengths) == best
+
+
+def test_sub_batches_of_random_batches_pad_far_less() -> None:
+    rng = np.random.default_rng(1)
+    lengths = {"ner": np.clip(np.round(rng.lognormal(np.log(36), 0.6, 3200)), 5, 128).astype(int)}
+    plan = list(build_sampler(RunConfig(bucket_window=1), lengths))
+    whole = padding_fraction(plan, lengths)
+    split = padding_fraction([("ner", g) for task, b in plan for g in split_by_length(b, lengths["ner"], 4)], lengths)
+    assert whole > 0.5 and split < 0.2
 
 
 def test_padding_fraction_by_hand() -> None:
