@@ -140,7 +140,7 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
               batching: dict[str, int]) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
-    from mtbio.training.config import RunConfig
+    from mtbio.training.config import RunConfig, read_config_file
 
     task, extra_defs = with_pooling(task, pooling, out_dir / "task-defs")
     task_defs = task_defs + extra_defs
@@ -149,8 +149,6 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
                        warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
                        seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, **batching)
     [(run_dir, results)] = finetune(config)
-    from mtbio.training.config import read_config_file
-
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
     saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
     return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
@@ -253,7 +251,7 @@ def parent(args: argparse.Namespace) -> None:
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
-                "mtbio_batching": {**{k: getattr(RunConfig(), k) for k in BATCHING}, **batching(args)},
+                "mtbio_batching": {**{k: RunConfig.model_fields[k].default for k in BATCHING}, **batching(args)},
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,18 @@ def tiny_encoder_6_layers(tmp_path_factory: pytest.TempPathFactory) -> str:
 def tiny_encoder_no_dropout(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The same tiny BERT without dropout, so runs on different process counts can be compared exactly."""
     return make_tiny_encoder(tmp_path_factory.mktemp("tiny-bert-nodrop"), dropout=0.0)
+
+
+@pytest.fixture
+def task_defs_without_dropout(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
+    """Copies shipped task definitions under new names ({source: name}) with head dropout 0, into one
+    directory, so runs that must match exactly (process counts, sub-batches) can be compared."""
+    def write(renames: dict[str, str]) -> Path:
+        directory = tmp_path / "defs-no-dropout"
+        directory.mkdir(exist_ok=True)
+        for source, name in renames.items():
+            text = (REPO / "task_defs" / f"{source}.yml").read_text()
+            text = text.replace(f"name: {source}\n", f"name: {name}\n") + "dropout: 0.0\n"
+            (directory / f"{name}.yml").write_text(text)
+        return directory
+    return write

@@ -32,14 +32,6 @@ OPTIONS = dict(max_train_examples=64, batch_size=8, max_steps=8, max_length=64, 
                sub_batches=2)  # each rank runs its half as 2 parts: only the last backward all-reduces
 
 
-def _task_defs(directory: Path) -> Path:
-    directory.mkdir()
-    for source, name in TASKS.items():
-        text = (REPO / "task_defs" / f"{source}.yml").read_text()
-        text = text.replace(f"name: {source}\n", f"name: {name}\n") + "dropout: 0.0\n"
-        (directory / f"{name}.yml").write_text(text)
-    return directory
-
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -53,10 +45,10 @@ def _task_log(path: Path) -> list[tuple[int, str, list[str]]]:
 
 
 def test_two_processes_match_one(tmp_path: Path, data_dir: Path, tiny_encoder_no_dropout: str,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                 task_defs_without_dropout, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("accelerate", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("the accelerate command is not installed beside this Python")
-    defs = _task_defs(tmp_path / "defs")
+    defs = task_defs_without_dropout(TASKS)
     common = dict(tasks=list(TASKS.values()), task_defs=[str(defs)], data_dir=str(data_dir),
                   encoder=tiny_encoder_no_dropout, **OPTIONS)
 

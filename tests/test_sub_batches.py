@@ -9,21 +9,12 @@ from safetensors.torch import load_file
 from mtbio.experiments.refine import refine
 from mtbio.training.config import RunConfig
 
-REPO = Path(__file__).resolve().parents[1]
 TASKS = {"bc5cdr-chem": "chem0", "ddi": "ddi0"}  # a token-mean loss (tagging) and an example-mean loss
 
 
-def _task_defs(directory: Path) -> Path:
-    directory.mkdir()
-    for source, name in TASKS.items():
-        text = (REPO / "task_defs" / f"{source}.yml").read_text()
-        (directory / f"{name}.yml").write_text(text.replace(f"name: {source}\n", f"name: {name}\n") + "dropout: 0.0\n")
-    return directory
-
-
-def test_sub_batches_give_the_weights_of_whole_batches(tmp_path: Path, data_dir: Path,
-                                                       tiny_encoder_no_dropout: str) -> None:
-    common = dict(tasks=list(TASKS.values()), task_defs=[str(_task_defs(tmp_path / "defs"))], data_dir=str(data_dir),
+def test_sub_batches_give_the_weights_of_whole_batches(tmp_path: Path, data_dir: Path, tiny_encoder_no_dropout: str,
+                                                       task_defs_without_dropout) -> None:
+    common = dict(tasks=list(TASKS.values()), task_defs=[str(task_defs_without_dropout(TASKS))], data_dir=str(data_dir),
                   encoder=tiny_encoder_no_dropout, max_train_examples=48, batch_size=16, max_steps=4, save_every=4,
                   max_length=64, seed=5, bucket_window=1)
     runs = {}

@@ -85,7 +85,6 @@ def train_tasks(
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
-
     if accelerator.is_main_process:  # created only once data and model have loaded
         try:
             run_dir.mkdir(parents=True, exist_ok=True)

@@ -116,11 +116,11 @@ class Trainer:
         self._stop_signal: int | None = None
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
-        # per train example, the terms it adds to its head's mean loss (labelled tokens for tagging):
-        # what weighs each sub-batch (--sub-batches) so that their losses add up to the batch's
+        # --sub-batches: per train example, the terms it adds to its head's mean loss (labelled tokens
+        # for tagging), which weigh each part so that the parts' losses add up to the batch's
         self.loss_units = {name: np.asarray([model.heads[name].loss_units(label)
                                              for label in d.splits["train"].columns["labels"]], dtype=np.float64)
-                           for name, d in data.items()}
+                           for name, d in data.items()} if config.sub_batches > 1 else {}
         self.sampler = build_sampler(config, lengths)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
@@ -294,17 +294,15 @@ class Trainer:
         log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
         # the same number of parts on every process: each runs the same collectives and backwards
         parts = min(self.config.sub_batches, max(1, len(indices) // acc.num_processes))
-        units = self.loss_units[task]
-        batch_units = units[local].sum()
+        chunks = split_by_length(local, part.lengths, parts) if parts > 1 else [local]
         total = 0.0
-        chunks = split_by_length(local, part.lengths, parts)
         for j, chunk in enumerate(chunks):
             last = sync and j == len(chunks) - 1
             with contextlib.nullcontext() if last else acc.no_sync(self.model):
                 batch = {k: v.to(acc.device) for k, v in part.batch(chunk, self.pad_id, self.pad_multiple).items()}
                 with acc.autocast():
                     out = self.model(task, **batch)
-                loss = out.loss if len(chunks) == 1 else out.loss * float(units[chunk].sum() / batch_units)
+                loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
                 # decided on all processes together: one rank's NaN stops (or skips) every rank
                 if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
                     self._non_finite(step, task, part, indices)
@@ -316,6 +314,11 @@ class Trainer:
             self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
         self.state.examples_seen += len(indices)
         return total
+
+    def _share_of_batch(self, task: str, chunk: list[int], local: list[int]) -> float:
+        """The part's share of the batch's loss terms: its mean loss times this adds up to the batch's."""
+        units = self.loss_units[task]
+        return float(units[chunk].sum() / units[local].sum())
 
     def _non_finite(self, step: int, task: str, part: Any, indices: list[int]) -> None:
         """Stop on a non-finite loss, or (--skip-nonfinite) log the batch that is skipped."""
