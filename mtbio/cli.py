@@ -107,7 +107,10 @@ TRAINING_OPTIONS = [
     click.option("--aux-ratio", type=float, help="Auxiliary batches per main-task batch (ratio mixer)."),
     click.option("--bucket-window", type=int,
                  help="Length bucketing: batches are cut from length-sorted windows of this many batches "
-                      "(200; 1 = random batches, as the HF Trainer draws them)."),
+                      "(200; 1 = random batches, as the HF Trainer draws them). Packed tasks draw random batches."),
+    click.option("--packing/--no-packing", default=None,
+                 help="Tagging tasks draw random batches and run them as packed rows, each sentence attending only "
+                      "to itself (on by default; off: length-bucketed batches like the other tasks)."),
     click.option("--sub-batches", type=int,
                  help="Run each batch as up to N length-sorted sub-batches whose gradients add up to the whole "
                       "batch's (same training, less padding; 1 = off). Pairs with --bucket-window 1."),

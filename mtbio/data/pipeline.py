@@ -16,6 +16,7 @@ from mtbio.data.collate import collate
 from mtbio.data.example import Example
 from mtbio.data.featurize import featurize, featurize_cached, file_fingerprint
 from mtbio.data.loading import read_split
+from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.tasks.loading import require_data, split_paths
 from mtbio.tasks.schema import TaskDef
 
@@ -43,6 +44,12 @@ class SplitData:
               pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
         rows = [{k: self.columns[k][i] for k in self.columns if k in MODEL_COLUMNS} for i in indices]
         return collate(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+
+    def packed_batch(self, indices: Sequence[int], pad_token_id: int, position_offset: int,
+                     pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+        """The rows at `indices` packed (`mtbio.data.packing`; per-token tasks only)."""
+        rows = [{k: self.columns[k][i] for k in PACKED_COLUMNS if k in self.columns} for i in indices]
+        return collate_packed(rows, pad_token_id, position_offset, pad_to_multiple_of)
 
     def eval_batches(self, batch_size: int) -> Iterator[list[int]]:
         """Indices in length order (little padding), each batch at most `batch_size`."""

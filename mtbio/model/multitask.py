@@ -10,8 +10,9 @@ from torch import nn
 
 from mtbio.errors import MtbioError
 from mtbio.model.heads import Head
+from mtbio.model.packing import attention_bias
 
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # position ids: packed rows only
 
 
 @dataclass
@@ -41,6 +42,9 @@ class MultiTaskModel(nn.Module):
 
     def forward(self, task: str, labels: torch.Tensor | None = None, **batch: Any) -> TaskOutput:
         inputs = {k: batch[k] for k in self._encoder_inputs if k in batch}
+        mask = inputs.get("attention_mask")
+        if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
+            inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)
         encoded = self.encoder(**inputs)
         head = self.heads[task]
         logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None))

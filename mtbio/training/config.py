@@ -50,6 +50,8 @@ class RunConfig(BaseModel):
     aux_ratio: float = Field(1.0, gt=0)
     # length bucketing: each task's batches are cut from length-sorted windows of this many batches
     bucket_window: int = Field(200, ge=1)
+    # tagging tasks: random batches run as packed rows (mtbio.data.packing) instead of bucketing
+    packing: bool = True
     # each batch runs as this many length-sorted sub-batches whose gradients add up to the batch's
     sub_batches: int = Field(1, ge=1)
 

@@ -15,7 +15,7 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
 from mtbio.model.inference import predict_split
 from mtbio.model.multitask import MultiTaskModel
+from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import all_processes, any_process, log_micro_batch, on_main_then_share
@@ -40,12 +41,28 @@ from mtbio.training.optim import build_optimizer, build_scheduler, parameter_gro
 log = logging.getLogger(__name__)
 
 
-def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> MultiTaskBatchSampler:
-    """The run's batch plan (mixer strategy, seed, length bucketing) from its config."""
+def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
+                  packed: Collection[str] = ()) -> MultiTaskBatchSampler:
+    """The run's batch plan (mixer strategy, seed, length bucketing) from its config; `packed`
+    tasks draw random batches (packing, not bucketing, removes their padding)."""
+    windows = {task: 1 if task in packed else config.bucket_window for task in lengths}
     return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
                                  temperature=config.temperature, cap=config.temperature_cap,
-                                 main_task=config.main_task, ratio=config.aux_ratio,
-                                 bucket_multiplier=config.bucket_window)
+                                 main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
+
+
+def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) -> set[str]:
+    """The tasks whose training batches run as packed rows: with --packing (the default), those
+    with a per-token head, if the encoder gives the same hidden states packed as unpacked."""
+    tasks = {name for name, head in model.heads.items() if head.packable} if config.packing else set()
+    if tasks:
+        error = packing_error(model.encoder, pad_token_id)
+        if error is not None:
+            log.warning("packing is off: this encoder (%s) does not run packed rows as it runs single sentences "
+                        "(%s); tasks %s use length-bucketed batches", type(model.encoder).__name__, error,
+                        ", ".join(sorted(tasks)))
+            return set()
+    return tasks
 
 
 def make_accelerator(mixed_precision: str) -> Accelerator:
@@ -121,7 +138,9 @@ class Trainer:
         self.loss_units = {name: np.asarray([model.heads[name].loss_units(label)
                                              for label in d.splits["train"].columns["labels"]], dtype=np.float64)
                            for name, d in data.items()} if config.sub_batches > 1 else {}
-        self.sampler = build_sampler(config, lengths)
+        self.packed = packed_tasks(config, model, self.pad_id)
+        self.position_offset = position_offset(model.encoder)
+        self.sampler = build_sampler(config, lengths, self.packed)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
@@ -299,7 +318,7 @@ class Trainer:
         for j, chunk in enumerate(chunks):
             last = sync and j == len(chunks) - 1
             with contextlib.nullcontext() if last else acc.no_sync(self.model):
-                batch = {k: v.to(acc.device) for k, v in part.batch(chunk, self.pad_id, self.pad_multiple).items()}
+                batch = {k: v.to(acc.device) for k, v in self._collate(task, part, chunk).items()}
                 with acc.autocast():
                     out = self.model(task, **batch)
                 loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
@@ -311,9 +330,14 @@ class Trainer:
                     return None
                 acc.backward(loss / self.config.grad_accum)
             total += float(loss.detach())
-            self.state.tokens_seen += int(batch["attention_mask"].sum()) * acc.num_processes
+            self.state.tokens_seen += sum(part.lengths[i] for i in chunk) * acc.num_processes
         self.state.examples_seen += len(indices)
         return total
+
+    def _collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
+        if task in self.packed:
+            return part.packed_batch(chunk, self.pad_id, self.position_offset, self.pad_multiple)
+        return part.batch(chunk, self.pad_id, self.pad_multiple)
 
     def _share_of_batch(self, task: str, chunk: list[int], local: list[int]) -> float:
         """The part's share of the batch's loss terms: its mean loss times this adds up to the batch's."""

@@ -63,6 +63,10 @@ def output_layer(config: HeadConfig) -> nn.Linear:
 class Head(nn.Module):
     """Base class. Subclasses set `self.out` and implement forward/loss/decode."""
 
+    # True for heads whose output and loss are per token, so that their training batches can run
+    # as packed rows (mtbio.data.packing); heads that pool one position per example are not
+    packable: bool = False
+
     def __init__(self, config: HeadConfig):
         super().__init__()
         self.config = config

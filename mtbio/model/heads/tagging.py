@@ -16,6 +16,8 @@ from mtbio.model.heads.base import HEADS, Head, HeadConfig, output_layer
 
 @HEADS.register("tagging")
 class TaggingHead(Head):
+    packable = True
+
     def __init__(self, config: HeadConfig):
         super().__init__(config)
         self.dropout = nn.Dropout(config.dropout)
