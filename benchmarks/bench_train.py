@@ -39,10 +39,10 @@ import torch  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
 FIRST_SEED = 42
-BATCHING = {"bucket_window": "bw", "sub_batches": "sb"}  # mtbio batching options and their result-file tags
+BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk"}  # mtbio batching options, result-file tags
 
 
-def batching(args: argparse.Namespace) -> dict[str, int]:
+def batching(args: argparse.Namespace) -> dict[str, int | bool]:
     """The mtbio batching options given on the command line (the rest stay mtbio's defaults)."""
     return {key: getattr(args, key) for key in BATCHING if getattr(args, key) is not None}
 
@@ -138,7 +138,7 @@ def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[st
 
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
-              batching: dict[str, int]) -> dict[str, Any]:
+              batching: dict[str, int | bool]) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig, read_config_file
 
@@ -179,7 +179,8 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
                "--pooling", args.pooling]
     for key, value in batching(args).items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+        flag = f"--{key.replace('_', '-')}"
+        command += [flag if value else f"--no-{flag[2:]}"] if isinstance(value, bool) else [flag, str(value)]
     for directory in args.task_defs:
         command += ["--task-defs", directory]
     if args.max_train_examples:
@@ -256,7 +257,7 @@ def parent(args: argparse.Namespace) -> None:
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}
             stem = f"bench_train-{task.name}" + (f"-{args.pooling}" if args.pooling != "cls" else "") + "".join(
-                f"-{BATCHING[key]}{value}" for key, value in batching(args).items())
+                f"-{BATCHING[key]}{int(value)}" for key, value in batching(args).items())
             order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no")]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
@@ -286,6 +287,9 @@ def main() -> None:
     parser.add_argument("--bucket-window", type=int, help="mtbio --bucket-window (1: random batches, as the Trainer's); "
                                                            "tags the result file -bw<N>.")
     parser.add_argument("--sub-batches", type=int, help="mtbio --sub-batches; tags the result file -sb<K>.")
+    parser.add_argument("--packing", action=argparse.BooleanOptionalAction, default=None,
+                        help="mtbio --packing/--no-packing (tagging tasks; on by default); --no-packing tags the "
+                             "result file -pk0.")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)
