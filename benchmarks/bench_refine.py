@@ -4,7 +4,8 @@ Trains `--max-steps` steps (batch 32, max length 128) and reports the training t
 measures itself (examples and real tokens per second; dev evaluation excluded), the useful
 FLOP/s of those steps (real tokens only) and its fraction of the matmul peak measured in the same
 run. Separately, without running the model, it counts padding over one full epoch of the mixer's
-batch plan (the sampler built as the trainer builds it): padded tokens as a share of all tokens,
+batch plan (the sampler built as the trainer builds it, with the tagging tasks packed when the run
+packed them): padded tokens as a share of all tokens,
 overall and per task, against random batches padded to their own longest example (what Hugging
 Face's collators do) and against padding every example to 128.
 
@@ -47,10 +48,11 @@ BATCH_SIZE, MAX_LENGTH = 32, 128
 ACCEPTANCE = 0.10  # the issue: padded tokens at most 10% of all tokens in refine batches
 
 
-def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]], packed: Sequence[str]) -> dict[str, Any]:
     """Padded share of all tokens over epoch 0 of the mixer (each batch padded to its longest
-    example), per task, and the same for random batches and for padding to max length."""
-    plan = build_sampler(config, lengths).plan(0)
+    example, or packed for the `packed` tasks), per task, and the same for random batches and for
+    padding to max length."""
+    plan = build_sampler(config, lengths, packed).plan(0)
     rng = np.random.default_rng(config.seed)
     random_batches: list[Batch] = []
     for task, values in lengths.items():
@@ -63,11 +65,12 @@ def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]]) -> dict[str
         "batches": len(plan),
         "examples": examples,
         "real_tokens": real,
-        "padded_fraction": padding_fraction(plan, lengths, pad_to_multiple_of=None),
+        "packed_tasks": list(packed),
+        "padded_fraction": padding_fraction(plan, lengths, pad_to_multiple_of=None, packed=packed),
         "padded_fraction_per_task": {task: padding_fraction([b for b in plan if b[0] == task], lengths,
-                                                            pad_to_multiple_of=None) for task in lengths},
+                                                            pad_to_multiple_of=None, packed=packed) for task in lengths},
         # what the model actually sees: on a GPU mtbio's collator rounds widths up to a multiple of 8
-        "padded_fraction_as_collated": padding_fraction(plan, lengths, pad_multiple_for(device())),
+        "padded_fraction_as_collated": padding_fraction(plan, lengths, pad_multiple_for(device()), packed=packed),
         "random_batches_padded_fraction": padding_fraction(random_batches, lengths, pad_to_multiple_of=None),
         "pad_to_max_length_fraction": 1 - real / (config.max_length * examples),
     }
@@ -92,14 +95,14 @@ def bench(args: argparse.Namespace, peaks: dict[str, float], workdir: Path) -> d
     tokenizer = load_tokenizer(encoder)
     lengths = {task.name: load_task_split(task, "train", args.data_dir, tokenizer, max_length=MAX_LENGTH).lengths
                for task in resolve_tasks(config)}  # featurized once here, from the cache in the run
-    pad = padding(config, lengths)
 
     start = time.perf_counter()
     _, results = refine(config)
     wall = time.perf_counter() - start
 
     # mtbio reports rates; the replayed batches give the examples, tokens and FLOPs behind them
-    batches = trained_batches(build_sampler(config, lengths), results["steps"])
+    pad = padding(config, lengths, results["packed_tasks"])
+    batches = trained_batches(build_sampler(config, lengths, results["packed_tasks"]), results["steps"])
     real = [lengths[task][i] for task, indices in batches for i in indices]
     seconds = len(real) / results["train_examples_per_second"]
     if abs(sum(real) / seconds / results["train_tokens_per_second"] - 1) > 1e-6:

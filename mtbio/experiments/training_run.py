@@ -117,6 +117,7 @@ def train_tasks(
         "test": test,
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
+        "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),

@@ -31,6 +31,7 @@ from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
 from mtbio.model.inference import predict_split
+from mtbio.model.cpu_dropout import use_bit_dropout
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
@@ -138,6 +139,8 @@ class Trainer:
         self.loss_units = {name: np.asarray([model.heads[name].loss_units(label)
                                              for label in d.splits["train"].columns["labels"]], dtype=np.float64)
                            for name, d in data.items()} if config.sub_batches > 1 else {}
+        if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
+            use_bit_dropout(model)
         self.packed = packed_tasks(config, model, self.pad_id)
         self.position_offset = position_offset(model.encoder)
         self.sampler = build_sampler(config, lengths, self.packed)
