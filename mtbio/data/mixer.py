@@ -15,13 +15,13 @@ Every batch holds examples of one task. Strategies (per epoch):
 Inside a task, batches are length-bucketed: the task's indices are shuffled, cut into windows of
 `batch_size × bucket_multiplier`, each window is sorted by length and cut into batches, and the
 batch order is shuffled. Batches thus hold similar lengths (little padding) while the order stays
-random. `bucket_multiplier=1` turns bucketing off; a mapping gives each task its own (packed tagging
-tasks take 1: random batches, their padding removed by packing, `mtbio.data.packing`). The default window (200 batches) is wide on
-purpose: narrower windows leave too much spread in the sparse long tail. (On a GPU the collator
-also rounds widths up to a multiple of 8, which alone wastes ~8% at NER lengths (mean ~38); with
-that rounding, BC2GM train at batch 32 pads 11.0% with windows of 50, 9.7% with 100, 9.0% with 200.
-On a CPU there is no rounding.) Randomness is kept by the per-epoch reshuffle, the
-random order among equal lengths, and the shuffled batch order.
+random. `bucket_multiplier=1` turns bucketing off; a mapping gives each task its own (packed
+tagging tasks take 1: random batches, whose padding packing removes, `mtbio.data.packing`). The
+default window (200 batches) is wide on purpose: narrower windows leave too much spread in the
+sparse long tail. (On a GPU the collator also rounds widths up to a multiple of 8, which alone
+wastes ~8% at NER lengths (mean ~38); with that rounding, BC2GM train at batch 32 pads 11.0% with
+windows of 50, 9.7% with 100, 9.0% with 200. On a CPU there is no rounding.) Randomness is kept
+by the per-epoch reshuffle, the random order among equal lengths, and the shuffled batch order.
 
 The plan of epoch e is a pure function of (seed, e, lengths, options): every random draw comes
 from a numpy Generator seeded by (seed, e, ...). That makes it resumable (`state_dict` holds the
