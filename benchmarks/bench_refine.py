@@ -5,9 +5,9 @@ measures itself (examples and real tokens per second; dev evaluation excluded), 
 FLOP/s of those steps (real tokens only) and its fraction of the matmul peak measured in the same
 run. Separately, without running the model, it counts padding over one full epoch of the mixer's
 batch plan (the sampler built as the trainer builds it, with the tagging tasks packed when the run
-packed them): padded tokens as a share of all tokens,
-overall and per task, against random batches padded to their own longest example (what Hugging
-Face's collators do) and against padding every example to 128.
+packed them): padded tokens as a share of all tokens, overall and per task, against random batches
+padded to their own longest example (what Hugging Face's collators do) and against padding every
+example to 128.
 
     python benchmarks/bench_refine.py --data-dir ../shared/data
     python benchmarks/bench_refine.py --data-dir ../shared/data --encoder bert-base-random --mixed-precision bf16

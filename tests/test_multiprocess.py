@@ -32,7 +32,6 @@ OPTIONS = dict(max_train_examples=64, batch_size=8, max_steps=8, max_length=64, 
                sub_batches=2)  # each rank runs its half as 2 parts: only the last backward all-reduces
 
 
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

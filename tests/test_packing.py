@@ -1,21 +1,17 @@
-"""Sequence packing: packed rows give every token the hidden state it has unpacked, and a packed
-run trains exactly as the same random batches unpacked."""
+"""Sequence packing: packed rows give every token the hidden state it has unpacked (a packed run
+training exactly as the same random batches unpacked is in test_exact_batching.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import BertConfig, BertModel, DebertaV2Config, DebertaV2Model, ElectraConfig, ElectraModel, RobertaConfig, RobertaModel
 
 from mtbio.data.mixer import padding_fraction
 from mtbio.data.packing import collate_packed, first_fit_decreasing
-from mtbio.data.pipeline import SplitData
-from mtbio.experiments.refine import refine
 from mtbio.model import packing as model_packing
 from mtbio.model.packing import packing_error, position_offset
-from mtbio.training.config import RunConfig
 
 SIZES = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
              max_position_embeddings=64)
@@ -89,32 +85,3 @@ def test_packed_padding_is_small_on_random_ner_batches(data_dir: Path) -> None:
     assert padding_fraction(batches, lengths) > 0.4
     assert padding_fraction(batches, lengths, packed={"ner"}) < 0.12
 
-
-def test_packed_training_gives_the_weights_of_unpacked_batches(tmp_path: Path, data_dir: Path,
-                                                               tiny_encoder_no_dropout: str,
-                                                               task_defs_without_dropout,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    tasks = {"bc5cdr-chem": "chem0", "ddi": "ddi0"}  # a packed tagging task beside an unpacked one
-    packed_rows = []
-    original = SplitData.packed_batch
-
-    def counting(self: SplitData, *args: object, **kwargs: object) -> dict[str, torch.Tensor]:
-        batch = original(self, *args, **kwargs)
-        packed_rows.append(len(batch["input_ids"]))
-        return batch
-
-    monkeypatch.setattr(SplitData, "packed_batch", counting)
-    common = dict(tasks=list(tasks.values()), task_defs=[str(task_defs_without_dropout(tasks))], data_dir=str(data_dir),
-                  encoder=tiny_encoder_no_dropout, max_train_examples=48, batch_size=16, max_steps=4, save_every=4,
-                  max_length=64, seed=5, bucket_window=1)
-    weights = {}
-    for packing in (False, True):
-        run_dir, results = refine(RunConfig(output=str(tmp_path / f"packing-{packing}"), packing=packing, **common))
-        weights[packing] = load_file(str(run_dir / "checkpoints" / "step-00000004" / "model.safetensors"))
-        assert results["steps"] == 4
-    assert packed_rows and sum(packed_rows) < 16 * len(packed_rows)  # chem0's batches ran packed: fewer rows
-    for key in weights[False]:
-        torch.testing.assert_close(weights[True][key], weights[False][key], rtol=1e-4, atol=2e-6, msg=key)
-    initial = load_file(str(Path(tiny_encoder_no_dropout) / "model.safetensors"))
-    moved = sum(not torch.equal(weights[True][f"encoder.{k}"], v) for k, v in initial.items())
-    assert moved > 10  # training changed the encoder, so equal weights mean equal updates

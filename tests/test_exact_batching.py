@@ -1,0 +1,68 @@
+"""Batching options that must not change training: a batch run as length-sorted parts
+(--sub-batches) or as packed rows (--packing) ends with the weights of the whole, unpacked batch."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mtbio.data.pipeline import SplitData
+from mtbio.experiments.refine import refine
+from mtbio.training.config import RunConfig
+
+# a token-mean loss (tagging, packed by default) beside an example-mean loss (never packed)
+TASKS = {"bc5cdr-chem": "chem0", "ddi": "ddi0"}
+
+
+def _four_steps(tmp_path: Path, data_dir: Path, encoder: str, defs: Path, label: str,
+                **option: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Weights after 4 steps of random batches (dropout off), and the run's results."""
+    run_dir, results = refine(RunConfig(
+        output=str(tmp_path / label), tasks=list(TASKS.values()), task_defs=[str(defs)], data_dir=str(data_dir),
+        encoder=encoder, max_train_examples=48, batch_size=16, max_steps=4, save_every=4, max_length=64, seed=5,
+        bucket_window=1, **option))
+    return load_file(str(run_dir / "checkpoints" / "step-00000004" / "model.safetensors")), results
+
+
+def _assert_same_updates(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], encoder: str) -> None:
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], rtol=1e-4, atol=2e-6, msg=key)
+    initial = load_file(str(Path(encoder) / "model.safetensors"))
+    moved = sum(not torch.equal(expected[f"encoder.{k}"], v) for k, v in initial.items())
+    assert moved > 10  # training really changed the encoder, so equal weights mean equal updates
+
+
+def test_sub_batches_give_the_weights_of_whole_batches(tmp_path: Path, data_dir: Path, tiny_encoder_no_dropout: str,
+                                                       task_defs_without_dropout) -> None:
+    defs = task_defs_without_dropout(TASKS)
+    whole, whole_results = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "parts-1", sub_batches=1)
+    split, split_results = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "parts-4", sub_batches=4)
+    _assert_same_updates(split, whole, tiny_encoder_no_dropout)
+    assert split_results["steps"] == whole_results["steps"] == 4
+
+
+def test_packed_training_gives_the_weights_of_unpacked_batches(tmp_path: Path, data_dir: Path,
+                                                               tiny_encoder_no_dropout: str,
+                                                               task_defs_without_dropout,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    packed_rows = []
+    original = SplitData.packed_batch
+
+    def counting(self: SplitData, *args: object, **kwargs: object) -> dict[str, torch.Tensor]:
+        batch = original(self, *args, **kwargs)
+        packed_rows.append(len(batch["input_ids"]))
+        return batch
+
+    monkeypatch.setattr(SplitData, "packed_batch", counting)
+    defs = task_defs_without_dropout(TASKS)
+    unpacked, unpacked_results = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "unpacked",
+                                             packing=False)
+    assert not packed_rows
+    packed, packed_results = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "packed", packing=True)
+    assert packed_rows and sum(packed_rows) < 16 * len(packed_rows)  # chem0's batches ran packed: fewer rows
+    assert packed_results["packed_tasks"] == ["chem0"] and unpacked_results["packed_tasks"] == []
+    _assert_same_updates(packed, unpacked, tiny_encoder_no_dropout)
+    assert packed_results["steps"] == unpacked_results["steps"] == 4
