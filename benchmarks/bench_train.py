@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -30,16 +31,34 @@ from pathlib import Path
 from typing import Any
 
 from common import (RESULTS, flops_per_sequence, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
-                    matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation, write_result)
+                    matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation,
+                    write_fixed_length_task, write_result)
 
 offline_environment()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+
+from mtbio.training.trainer import warm_up_steps  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
 FIRST_SEED = 42
-BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk"}  # mtbio batching options, result-file tags
+# mtbio batching (and compile) options given on the command line, and their result-file tags
+BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compile": "co"}
+
+
+def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
+    """HYPER with this run's batch size and maximum length."""
+    return {**HYPER, "batch_size": args.batch_size, "max_length": args.max_length}
+
+
+def device_tag() -> str:
+    """Result-file tag of the device: '' on a CPU, '-<gpu>' (e.g. -h100) on a GPU."""
+    if not torch.cuda.is_available():
+        return ""
+    words = torch.cuda.get_device_name(0).lower().replace("nvidia", "").split()
+    return "-" + (words[0] if words else "gpu")
 
 
 def batching(args: argparse.Namespace) -> dict[str, int | bool]:
@@ -62,7 +81,7 @@ def read_examples(task: Any, split: str, data_dir: Path, limit: int | None) -> l
 
 # ---------------------------------------------------------------------------------- the two sides
 def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-                max_train_examples: int | None, seed: int) -> dict[str, Any]:
+                max_train_examples: int | None, seed: int, hyper: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune with the plain HF Trainer; score dev with mtbio's metric."""
     from datasets import Dataset
     from transformers import AutoTokenizer, Trainer, TrainingArguments
@@ -77,7 +96,7 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     tagging = task.type == "tagging"
 
     def encode(examples: list[Any]) -> tuple[Dataset, Any]:
-        enc = hf_tokenize(tokenizer, task, examples, HYPER["max_length"])
+        enc = hf_tokenize(tokenizer, task, examples, hyper["max_length"])
         if tagging:  # first sub-word of each word carries its tag; the rest are ignored (-100)
             targets = []
             for i, ex in enumerate(examples):
@@ -93,16 +112,18 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     (train_ds, _), (dev_ds, dev_enc) = encode(train), encode(dev)
     torch.manual_seed(seed)
     model, collator = hf_model_and_collator(task, encoder, tokenizer)
-    args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=HYPER["batch_size"],
-                             per_device_eval_batch_size=64, learning_rate=HYPER["lr"], warmup_steps=HYPER["warmup"],
-                             weight_decay=HYPER["weight_decay"], num_train_epochs=HYPER["epochs"], seed=seed,
+    args = TrainingArguments(output_dir=str(out_dir), per_device_train_batch_size=hyper["batch_size"],
+                             per_device_eval_batch_size=64, learning_rate=hyper["lr"], warmup_steps=hyper["warmup"],
+                             weight_decay=hyper["weight_decay"], num_train_epochs=hyper["epochs"], seed=seed,
                              lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no", report_to=[],
                              logging_steps=50, bf16=precision == "bf16", fp16=precision == "fp16",
                              use_cpu=not torch.cuda.is_available())
-    trainer = Trainer(model=model, args=args, train_dataset=train_ds, data_collator=collator)
+    clock = SteadyClock(warm_up_steps(math.ceil(len(train) / hyper["batch_size"])))
+    trainer = Trainer(model=model, args=args, train_dataset=train_ds, data_collator=collator, callbacks=[clock])
     start = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - start
+    steady_examples = len(train) - clock.warm_steps * hyper["batch_size"]
     logits = trainer.predict(dev_ds).predictions
     if tagging:
         predictions = []
@@ -122,7 +143,28 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     return {"dev": scores, "train_seconds": train_seconds, "train_examples": len(train),
             "train_examples_per_second": len(train) / train_seconds,
             "train_real_tokens_per_second": sum(lengths) / train_seconds,
+            **({"steady_train_examples_per_second": steady_examples / (clock.end - clock.warm_end),
+                "steady_after_steps": clock.warm_steps} if clock.warm_end and steady_examples > 0 else {}),
             "mean_train_length": float(np.mean(lengths)), "mean_train_flops_per_example": float(np.mean(flops))}
+
+
+class SteadyClock(TrainerCallback):
+    """Times the Trainer's steps after its first `warm_steps` (as mtbio's steady-state throughput)."""
+
+    def __init__(self, warm_steps: int):
+        self.warm_steps, self.warm_end, self.end = warm_steps, 0.0, 0.0
+
+    def _now(self) -> float:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step == self.warm_steps:
+            self.warm_end = self._now()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.end = self._now()
 
 
 def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[str]]:
@@ -138,15 +180,15 @@ def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[st
 
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
-              batching: dict[str, int | bool]) -> dict[str, Any]:
+              batching: dict[str, int | bool], hyper: dict[str, Any]) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig, read_config_file
 
     task, extra_defs = with_pooling(task, pooling, out_dir / "task-defs")
     task_defs = task_defs + extra_defs
     config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
-                       task_defs=task_defs, epochs=HYPER["epochs"], batch_size=HYPER["batch_size"], lr=HYPER["lr"],
-                       warmup=HYPER["warmup"], weight_decay=HYPER["weight_decay"], max_length=HYPER["max_length"],
+                       task_defs=task_defs, epochs=hyper["epochs"], batch_size=hyper["batch_size"], lr=hyper["lr"],
+                       warmup=hyper["warmup"], weight_decay=hyper["weight_decay"], max_length=hyper["max_length"],
                        seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, **batching)
     [(run_dir, results)] = finetune(config)
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
@@ -154,6 +196,7 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
     return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
             "batching": {key: saved[key] for key in BATCHING},
             "train_examples_per_second": results["train_examples_per_second"],
+            **{k: results[k] for k in ("steady_train_examples_per_second", "steady_after_steps") if k in results},
             "train_real_tokens_per_second": results["train_tokens_per_second"]}
 
 
@@ -163,10 +206,11 @@ def child(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.side == "trainer":
             result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                                 args.max_train_examples, args.seed)
+                                 args.max_train_examples, args.seed, hyperparameters(args))
         else:
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                               args.max_train_examples, args.task_defs, args.seed, args.pooling, batching(args))
+                               args.max_train_examples, args.task_defs, args.seed, args.pooling, batching(args),
+                               hyperparameters(args))
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
 
@@ -177,7 +221,8 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
     output = tmp / f"{task}-{side}-{precision}-{seed}.json"
     command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task, "--seed", str(seed),
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
-               "--pooling", args.pooling]
+               "--pooling", args.pooling, "--batch-size", str(args.batch_size),
+               "--max-length", str(args.max_length)]
     for key, value in batching(args).items():
         flag = f"--{key.replace('_', '-')}"
         command += [flag if value else f"--no-{flag[2:]}"] if isinstance(value, bool) else [flag, str(value)]
@@ -204,6 +249,8 @@ def aggregate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
             "train_examples_per_second": median("train_examples_per_second"),
             "train_real_tokens_per_second": median("train_real_tokens_per_second"),
             "peak_memory_mb": max(run["peak_memory_mb"] for run in runs), "runs": runs}
+    if all("steady_train_examples_per_second" in run for run in runs):
+        side["steady_train_examples_per_second"] = median("steady_train_examples_per_second")
     if "mean_train_flops_per_example" in runs[0]:
         side["mean_train_flops_per_example"] = runs[0]["mean_train_flops_per_example"]
     return side
@@ -218,14 +265,30 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
         precision = key.split("-", 1)[1]
         if per_example:
             flops_per_second = side["train_examples_per_second"] * per_example
-            side.update(utilisation(flops_per_second, 1.0, peaks.get(precision_name(precision), peaks["fp32"])))
-        parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s dev {side['dev_mean']:.4f}"
+            peak = peaks.get(precision_name(precision), peaks["fp32"])
+            side.update(utilisation(flops_per_second, 1.0, peak))
+            if "steady_train_examples_per_second" in side:  # after the warm-up steps (compilation, autotuning)
+                side["steady_fraction_of_peak"] = side["steady_train_examples_per_second"] * per_example / peak
+        steady = (f" (steady {side['steady_train_examples_per_second']:.1f}, "
+                  f"{side['steady_fraction_of_peak']:.1%} of peak)") if "steady_fraction_of_peak" in side else ""
+        parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s{steady} dev {side['dev_mean']:.4f}"
                      f"±{side['dev_sd']:.4f}")
     base, trainer = sides.get("mtbio-no"), sides.get("trainer-no")
     if base and trainer:
         result["speed_ratio_fp32"] = base["train_examples_per_second"] / trainer["train_examples_per_second"]
         result["difference_points_fp32"] = 100 * (base["dev_mean"] - trainer["dev_mean"])
         parts.append(f"mtbio/Trainer ×{result['speed_ratio_fp32']:.2f} ({result['difference_points_fp32']:+.2f} pts)")
+    for key, side in sides.items():  # mtbio against the Trainer in each further precision both ran
+        other = sides.get(key.replace("mtbio-", "trainer-"))
+        if key.startswith("mtbio-") and key != "mtbio-no" and other:
+            precision = key.split("-", 1)[1]
+            result[f"speed_ratio_{precision}"] = side["train_examples_per_second"] / other["train_examples_per_second"]
+            result[f"difference_points_{precision}"] = 100 * (side["dev_mean"] - other["dev_mean"])
+            parts.append(f"mtbio/Trainer {precision} ×{result[f'speed_ratio_{precision}']:.2f} "
+                         f"({result[f'difference_points_{precision}']:+.2f} pts)")
+            if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in other:
+                result[f"steady_speed_ratio_{precision}"] = (side["steady_train_examples_per_second"]
+                                                             / other["steady_train_examples_per_second"])
     for key, side in sides.items():
         if key.startswith("mtbio-") and key != "mtbio-no" and base:
             result[f"speedup_{key}_over_mtbio-no"] = side["train_examples_per_second"] / base["train_examples_per_second"]
@@ -245,10 +308,17 @@ def parent(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         encoder = materialize_encoder(args.encoder, tmp)
+        if args.fixed_length:  # one synthetic task in place of --tasks
+            from mtbio.model.encoder import load_tokenizer
+
+            name, defs, data = write_fixed_length_task(tmp / "fixed", load_tokenizer(encoder), args.fixed_length,
+                                                       args.max_train_examples or 16384)
+            args.tasks, args.data_dir, args.task_defs = name, data, [*args.task_defs, str(defs)]
+            args.max_length = args.fixed_length
         for name in args.tasks.split(","):
             task = load_task(name, args.task_defs)
             result: dict[str, Any] = {
-                "task": task.name, "metric": task.metric, "hyperparameters": HYPER,
+                "task": task.name, "metric": task.metric, "hyperparameters": hyperparameters(args),
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
@@ -258,7 +328,10 @@ def parent(args: argparse.Namespace) -> None:
                               "matmul peak of the side's precision", "sides": {}}
             stem = f"bench_train-{task.name}" + (f"-{args.pooling}" if args.pooling != "cls" else "") + "".join(
                 f"-{BATCHING[key]}{int(value)}" for key, value in batching(args).items())
-            order = [("mtbio", "no"), *(("trainer", p) for p in trainer_precisions),
+            stem += (f"-b{args.batch_size}" if args.batch_size != HYPER["batch_size"] else "") + (
+                f"-len{args.max_length}" if args.max_length != HYPER["max_length"] and not args.fixed_length else "")
+            stem += device_tag()
+            order = [*(("mtbio", p) for p in precisions if p == "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no")]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
             for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
@@ -290,6 +363,15 @@ def main() -> None:
     parser.add_argument("--packing", action=argparse.BooleanOptionalAction, default=None,
                         help="mtbio --packing/--no-packing (tagging tasks; on by default); --no-packing tags the "
                              "result file -pk0.")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="mtbio --compile (torch.compile the encoder); tags the result file -co1.")
+    parser.add_argument("--batch-size", type=int, default=HYPER["batch_size"],
+                        help="Train batch size of both sides; other than 32 tags the result file -b<N>.")
+    parser.add_argument("--max-length", type=int, default=HYPER["max_length"],
+                        help="Truncate texts at this many tokens, both sides (128; --fixed-length sets it).")
+    parser.add_argument("--fixed-length", type=int,
+                        help="Train on a synthetic task whose texts fill this many tokens (for GPU MFU at length "
+                             "128) instead of --tasks; --max-train-examples sets its size (default 16384).")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)

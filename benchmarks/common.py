@@ -194,3 +194,35 @@ def hf_model_and_collator(task: Any, encoder: str, tokenizer: Any) -> tuple[Any,
     else:
         model_cls, collator = AutoModelForSequenceClassification, DataCollatorWithPadding(tokenizer)
     return model_cls.from_pretrained(encoder, num_labels=len(task.label_list) or 1), collator
+
+
+def write_fixed_length_task(directory: Path, tokenizer: Any, length: int, train_examples: int,
+                            dev_examples: int = 512, seed: int = 0) -> tuple[str, Path, Path]:
+    """A two-label classification task whose every text fills `length` tokens once truncated, for
+    measuring model FLOP utilisation at a fixed sequence length (as GPU MFU figures are quoted).
+
+    Texts are random whole words of the tokenizer's vocabulary; the label says from which half of
+    that word list the first word comes, so both sides can learn it and the dev score shows they
+    trained. Returns (task name, task-definition directory, data directory).
+    """
+    import random
+
+    rng = random.Random(seed)
+    words = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.isascii() and len(w) >= 3)
+    halves = {"a": words[: len(words) // 2], "b": words[len(words) // 2:]}
+    name = f"fixed-{length}"
+    data_dir, defs_dir = Path(directory) / "data", Path(directory) / "task-defs"
+    (data_dir / name).mkdir(parents=True, exist_ok=True)
+    defs_dir.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", train_examples), ("dev", dev_examples)):
+        with (data_dir / name / f"{split}.tsv").open("w") as handle:
+            for i in range(count):
+                label = rng.choice("ab")
+                text = " ".join([rng.choice(halves[label]), *rng.choices(words, k=length)])  # >= length tokens
+                handle.write(f"{split}-{i}\t{text}\t{label}\n")
+    (defs_dir / f"{name}.yml").write_text(
+        f"name: {name}\ntype: classification\ndescription: 'Benchmark: random words filling {length} tokens'\n"
+        f"format: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
+        f"files: {{train: {name}/train.tsv, dev: {name}/dev.tsv}}\n"
+        f"labels: [a, b]\nmetric: accuracy\nmax_length: {length}\n")
+    return name, defs_dir, data_dir

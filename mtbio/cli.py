@@ -114,6 +114,9 @@ TRAINING_OPTIONS = [
     click.option("--sub-batches", type=int,
                  help="Run each batch as up to N length-sorted sub-batches whose gradients add up to the whole "
                       "batch's (same training, less padding; 1 = off). Pairs with --bucket-window 1."),
+    click.option("--compile/--no-compile", default=None,
+                 help="torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling takes a "
+                      "minute or more before the first step)."),
     click.option("--eval-every", type=int, help="Evaluate on dev every N steps (default: each epoch)."),
     click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
     click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),

@@ -40,6 +40,22 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
     result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0.json").read_text())
     assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no", "trainer-no"}
     assert result["sides"]["mtbio-no"]["runs"][0]["pooling"] == "pooler"  # the head mtbio really trained
-    expected = {"bucket_window": 1, "sub_batches": 3, "packing": False}
+    expected = {"bucket_window": 1, "sub_batches": 3, "packing": False, "compile": False}
     assert result["mtbio_batching"] == result["sides"]["mtbio-no"]["runs"][0]["batching"] == expected
     assert not (tmp_path / "bench_train-demo-relation.json").exists()
+
+
+def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: str, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--fixed-length", "16",
+               "--encoder", tiny_encoder, "--max-train-examples", "32", "--batch-size", "4", "--precisions", "no",
+               "--results-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "bench_train-fixed-16-b4.json").read_text())
+    assert result["hyperparameters"]["batch_size"] == 4 and set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    trainer_run = result["sides"]["trainer-no"]["runs"][0]
+    assert trainer_run["mean_train_length"] == 16 and trainer_run["train_examples"] == 32  # every text fills 16
+    for side in result["sides"].values():  # 8 steps: the first is warm-up, the other 7 are timed as steady
+        assert side["runs"][0]["steady_after_steps"] == 1
+        assert side["steady_train_examples_per_second"] > 0 and 0 < side["steady_fraction_of_peak"] < 1
+    assert 0 < result["sides"]["mtbio-no"]["dev_mean"] <= 1  # accuracy on the synthetic dev set

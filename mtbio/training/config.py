@@ -54,6 +54,8 @@ class RunConfig(BaseModel):
     packing: bool = True
     # each batch runs as this many length-sorted sub-batches whose gradients add up to the batch's
     sub_batches: int = Field(1, ge=1)
+    # torch.compile the encoder (fuses its element-wise work; the first steps wait for compilation)
+    compile: bool = False
 
     eval_every: int | None = Field(None, ge=1)
     eval_test: bool = False

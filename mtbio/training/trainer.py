@@ -66,6 +66,12 @@ def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) ->
     return tasks
 
 
+def warm_up_steps(total_steps: int) -> int:
+    """Steps left out of the steady-state throughput: the first tenth, at most 20 (kernel autotuning,
+    allocator growth and, with --compile, compilation happen there)."""
+    return min(20, max(1, total_steps // 10))
+
+
 def make_accelerator(mixed_precision: str) -> Accelerator:
     """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32."""
     on_gpu = torch.cuda.is_available()
@@ -99,6 +105,8 @@ class TrainerState:
     examples_seen: int = 0
     tokens_seen: int = 0
     train_seconds: float = 0.0
+    # examples_seen and train_seconds once the warm-up steps were done (steady-state throughput)
+    warm: dict[str, float] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
     evals_since_best: int = 0  # dev evaluations without improvement (--patience)
     stopped_early: bool = False
@@ -142,6 +150,8 @@ class Trainer:
         if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             use_bit_dropout(model)
         self.packed = packed_tasks(config, model, self.pad_id)
+        if config.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
+            model.encoder.compile()
         self.position_offset = position_offset(model.encoder)
         self.sampler = build_sampler(config, lengths, self.packed)
         self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
@@ -223,6 +233,9 @@ class Trainer:
     def _step_and_report(self, micro: list[tuple[str, list[int]]], bar: Any) -> None:
         loss, task_name = self._optimizer_step(micro)
         self.state.global_step += 1
+        if self.state.global_step == warm_up_steps(self.total_steps):
+            self.state.warm = {"steps": self.state.global_step, "examples": self.state.examples_seen,
+                               "seconds": self.state.train_seconds}
         bar.update(1)
         rate = self.state.examples_seen / max(self.state.train_seconds, 1e-9)
         bar.set_postfix(task=task_name, loss=f"{loss:.4f}", ex_s=f"{rate:.1f}")
