@@ -17,6 +17,7 @@ from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
 from mtbio.training.config import RunConfig
+from mtbio.training.trainer import TrainerState, steady_throughput, warm_up_steps
 
 SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
 
@@ -175,3 +176,10 @@ def test_evaluate_rescoring_matches_the_scores_saved_at_training(tmp_path: Path,
     # correlation is float noise; labels and tags are exact.
     for task in ("demo-ner", "demo-relation"):
         assert rescored["rows"][0]["scores"][task] == saved["rows"][0]["scores"][task]
+
+
+def test_steady_throughput_leaves_out_the_warm_up_steps() -> None:
+    assert [warm_up_steps(n) for n in (1, 5, 100, 1000)] == [1, 1, 10, 20]
+    state = TrainerState(examples_seen=100, train_seconds=10.0, warm={"steps": 2, "examples": 20, "seconds": 2.0})
+    assert steady_throughput(state) == {"steady_train_examples_per_second": 10.0, "steady_after_steps": 2}
+    assert steady_throughput(TrainerState(examples_seen=20, train_seconds=2.0)) == {}  # never past the warm-up

@@ -30,22 +30,12 @@ from mtbio.model.persist import load_model, save_model
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig, save_config
 from mtbio.training.stabilize import apply_layer_options
-from mtbio.training.trainer import Trainer, TrainerState, make_accelerator
+from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
 log = logging.getLogger(__name__)
 
 STAGES = ("refine", "finetune", "single-task")
 
-
-
-def steady_throughput(state: TrainerState) -> dict[str, float]:
-    """Train examples/s after the warm-up steps (`warm_up_steps`), when steps followed them."""
-    warm = state.warm
-    seconds = state.train_seconds - warm.get("seconds", 0.0)
-    if not warm or state.examples_seen <= warm["examples"] or seconds <= 0:
-        return {}
-    return {"steady_train_examples_per_second": (state.examples_seen - warm["examples"]) / seconds,
-            "steady_after_steps": int(warm["steps"])}
 
 def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,

@@ -112,6 +112,16 @@ class TrainerState:
     stopped_early: bool = False
 
 
+def steady_throughput(state: TrainerState) -> dict[str, float]:
+    """Train examples/s after the warm-up steps (`warm_up_steps`), when steps followed them."""
+    warm = state.warm
+    seconds = state.train_seconds - warm.get("seconds", 0.0)
+    if not warm or state.examples_seen <= warm["examples"] or seconds <= 0:
+        return {}
+    return {"steady_train_examples_per_second": (state.examples_seen - warm["examples"]) / seconds,
+            "steady_after_steps": int(warm["steps"])}
+
+
 class StopRequested(Exception):
     """Raised after a SIGTERM/SIGINT once the state at a step boundary is saved."""
 
