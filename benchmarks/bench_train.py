@@ -273,22 +273,19 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
                   f"{side['steady_fraction_of_peak']:.1%} of peak)") if "steady_fraction_of_peak" in side else ""
         parts.append(f"{key} {side['train_examples_per_second']:.1f} ex/s{steady} dev {side['dev_mean']:.4f}"
                      f"±{side['dev_sd']:.4f}")
-    base, trainer = sides.get("mtbio-no"), sides.get("trainer-no")
-    if base and trainer:
-        result["speed_ratio_fp32"] = base["train_examples_per_second"] / trainer["train_examples_per_second"]
-        result["difference_points_fp32"] = 100 * (base["dev_mean"] - trainer["dev_mean"])
-        parts.append(f"mtbio/Trainer ×{result['speed_ratio_fp32']:.2f} ({result['difference_points_fp32']:+.2f} pts)")
-    for key, side in sides.items():  # mtbio against the Trainer in each further precision both ran
-        other = sides.get(key.replace("mtbio-", "trainer-"))
-        if key.startswith("mtbio-") and key != "mtbio-no" and other:
-            precision = key.split("-", 1)[1]
-            result[f"speed_ratio_{precision}"] = side["train_examples_per_second"] / other["train_examples_per_second"]
-            result[f"difference_points_{precision}"] = 100 * (side["dev_mean"] - other["dev_mean"])
-            parts.append(f"mtbio/Trainer {precision} ×{result[f'speed_ratio_{precision}']:.2f} "
-                         f"({result[f'difference_points_{precision}']:+.2f} pts)")
-            if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in other:
-                result[f"steady_speed_ratio_{precision}"] = (side["steady_train_examples_per_second"]
-                                                             / other["steady_train_examples_per_second"])
+    for key, side in sides.items():  # mtbio against the Trainer in each precision both ran (no → fp32)
+        trainer = sides.get(key.replace("mtbio-", "trainer-"))
+        if not (key.startswith("mtbio-") and trainer):
+            continue
+        name = precision_name(key.split("-", 1)[1])
+        result[f"speed_ratio_{name}"] = side["train_examples_per_second"] / trainer["train_examples_per_second"]
+        result[f"difference_points_{name}"] = 100 * (side["dev_mean"] - trainer["dev_mean"])
+        parts.append(f"mtbio/Trainer{'' if name == 'fp32' else ' ' + name} ×{result[f'speed_ratio_{name}']:.2f} "
+                     f"({result[f'difference_points_{name}']:+.2f} pts)")
+        if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in trainer:
+            result[f"steady_speed_ratio_{name}"] = (side["steady_train_examples_per_second"]
+                                                    / trainer["steady_train_examples_per_second"])
+    base = sides.get("mtbio-no")
     for key, side in sides.items():
         if key.startswith("mtbio-") and key != "mtbio-no" and base:
             result[f"speedup_{key}_over_mtbio-no"] = side["train_examples_per_second"] / base["train_examples_per_second"]

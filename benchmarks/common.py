@@ -207,22 +207,24 @@ def write_fixed_length_task(directory: Path, tokenizer: Any, length: int, train_
     """
     import random
 
+    from mtbio.experiments.training_run import write_task_defs
+    from mtbio.tasks.schema import TaskDef
+
     rng = random.Random(seed)
     words = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.isascii() and len(w) >= 3)
     halves = {"a": words[: len(words) // 2], "b": words[len(words) // 2:]}
     name = f"fixed-{length}"
     data_dir, defs_dir = Path(directory) / "data", Path(directory) / "task-defs"
     (data_dir / name).mkdir(parents=True, exist_ok=True)
-    defs_dir.mkdir(parents=True, exist_ok=True)
     for split, count in (("train", train_examples), ("dev", dev_examples)):
         with (data_dir / name / f"{split}.tsv").open("w") as handle:
             for i in range(count):
                 label = rng.choice("ab")
                 text = " ".join([rng.choice(halves[label]), *rng.choices(words, k=length)])  # >= length tokens
                 handle.write(f"{split}-{i}\t{text}\t{label}\n")
-    (defs_dir / f"{name}.yml").write_text(
-        f"name: {name}\ntype: classification\ndescription: 'Benchmark: random words filling {length} tokens'\n"
-        f"format: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
-        f"files: {{train: {name}/train.tsv, dev: {name}/dev.tsv}}\n"
-        f"labels: [a, b]\nmetric: accuracy\nmax_length: {length}\n")
+    task = TaskDef(name=name, type="classification", description=f"Benchmark: random words filling {length} tokens",
+                   format="tsv", columns={"id": 0, "text": 1, "label": 2},
+                   files={"train": f"{name}/train.tsv", "dev": f"{name}/dev.tsv"}, labels=["a", "b"],
+                   metric="accuracy", max_length=length)
+    write_task_defs([task], defs_dir)
     return name, defs_dir, data_dir
