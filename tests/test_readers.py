@@ -164,10 +164,10 @@ def test_nli4ct_missing_report(tmp_path, catalog):
 def test_mediqa_xml(catalog, fixture_data):
     train = read_split(catalog.get("mediqa-rqe"), "train", fixture_data)
     assert [(e.uid, e.label) for e in train] == [("1", "true"), ("2", "false")]
-    assert train[0].text == "How should I treat polymenorrhea in a 14-year-old girl?"
+    assert train[0].text == "What dose of iron should a toddler with anemia take?"
     assert train[0].origin.endswith(":3")
     dev = read_split(catalog.get("mediqa-rqe"), "dev", fixture_data)
-    assert dev[0].text == "Let's give these immunizations."
+    assert dev[0].text == "Let's check her thyroid levels."
 
 
 def test_mediqa_malformed_xml(tmp_path, catalog):
