@@ -113,11 +113,17 @@ def nan_at_second_training_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(MultiTaskModel, "forward", forward)
 
 
-def test_nonfinite_loss_stops_with_step_task_and_examples(tmp_path: Path, tiny_encoder: str,
-                                                          nan_at_second_training_step: None) -> None:
+@pytest.mark.parametrize("read_every", [1, 4])
+def test_nonfinite_loss_stops_with_step_task_and_examples(tmp_path: Path, tiny_encoder: str, read_every: int,
+                                                          nan_at_second_training_step: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read at every step (a CPU) or every 4th (a GPU): the error names the batch of step 2, and no
+    checkpoint holds the weights it spoilt."""
+    monkeypatch.setattr("mtbio.training.trainer.read_interval", lambda device: read_every)
     with pytest.raises(MtbioError, match=r"non-finite loss at step 2, task 'demo-(ner|relation)', batch of 8 "
                                          r"examples starting with \[.+\].*--skip-nonfinite"):
-        refine(_config(tmp_path / "run", tiny_encoder))
+        refine(_config(tmp_path / "run", tiny_encoder, max_steps=6, save_every=3))
+    assert not ckpt.list_checkpoints(tmp_path / "run" / "checkpoints")
 
 
 def test_skip_nonfinite_skips_and_records_the_batch(tmp_path: Path, tiny_encoder: str,

@@ -183,3 +183,45 @@ def test_steady_throughput_leaves_out_the_warm_up_steps() -> None:
     state = TrainerState(examples_seen=100, train_seconds=10.0, warm={"steps": 2, "examples": 20, "seconds": 2.0})
     assert steady_throughput(state) == {"steady_train_examples_per_second": 10.0, "steady_after_steps": 2}
     assert steady_throughput(TrainerState(examples_seen=20, train_seconds=2.0)) == {}  # never past the warm-up
+
+
+def test_losses_are_read_on_the_host_only_every_few_steps(tmp_path: Path, tiny_encoder: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """No host read of a loss inside a training step: on a GPU each would wait for the queued kernels.
+    With reads every 4 steps, 8 steps read the losses at the warm-up step, 4 and 8, one transfer each."""
+    from mtbio.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "read_interval", lambda device: 4)
+    reads: list[str] = []
+    inside_step = {"on": False}
+    for name in ("item", "tolist", "__float__"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *args: object, _real=real, _name=name) -> object:  # noqa: ANN001
+            reads.append(f"{_name} in a step" if inside_step["on"] else _name)
+            return _real(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    real_step = trainer_module.Trainer._optimizer_step
+
+    def step(self: trainer_module.Trainer, micro: list) -> str:
+        inside_step["on"] = True
+        try:
+            return real_step(self, micro)
+        finally:
+            inside_step["on"] = False
+
+    monkeypatch.setattr(trainer_module.Trainer, "_optimizer_step", step)
+    real_read = trainer_module.Trainer.read_losses
+    read_at: list[int] = []
+
+    def read(self: trainer_module.Trainer) -> None:
+        if len(self.losses):
+            read_at.append(self.state.global_step)
+        real_read(self)
+
+    monkeypatch.setattr(trainer_module.Trainer, "read_losses", read)
+    run_dir, results = refine(_config(tmp_path, tiny_encoder, max_steps=8))
+    assert not [r for r in reads if r.endswith("in a step")]
+    assert read_at == [warm_up_steps(8), 4, 8]
+    assert results["steps"] == 8

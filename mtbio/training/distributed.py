@@ -58,3 +58,10 @@ def log_micro_batch(accelerator: Accelerator, step: int, task: str, uids: Sequen
     path = Path(f"{target}.rank{accelerator.process_index}")
     with path.open("a", encoding="utf-8") as handle:
         handle.write(f"{step}\t{task}\t{','.join(uids)}\n")
+
+
+def min_over_processes(accelerator: Accelerator, value: int) -> int:
+    """The smallest of every process's `value` (a collective: call it on all of them)."""
+    if accelerator.num_processes == 1:
+        return value
+    return int(gather(torch.tensor([value], device=accelerator.device)).min().item())

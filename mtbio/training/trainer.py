@@ -5,7 +5,8 @@ shared encoder and that task's head → backward → clip → optimizer and sche
 (every N steps / each epoch) evaluate on dev, keep the best → checkpoint for resume.
 
 The step (forward, loss, backward) is `_train_step`; the cadence (when to evaluate, save,
-stop) is `train`.
+stop) is `train`. Losses stay on the device between host reads (`mtbio.training.loss_queue`), so
+on a GPU the host prepares the next batch while the current one runs.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 from accelerate import Accelerator, DistributedType
 from tqdm.auto import tqdm
 
-from mtbio.data.collate import pad_multiple_for
+from mtbio.data.collate import pad_multiple_for, to_device
 from mtbio.data.mixer import MultiTaskBatchSampler, shard, split_by_length
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
@@ -36,7 +37,9 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
-from mtbio.training.distributed import all_processes, any_process, log_micro_batch, on_main_then_share
+from mtbio.training.distributed import (all_processes, any_process, log_micro_batch, min_over_processes,
+                                        on_main_then_share)
+from mtbio.training.loss_queue import LossQueue, first_non_finite, read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 
 log = logging.getLogger(__name__)
@@ -150,6 +153,9 @@ class Trainer:
         self.on_best = on_best
         self.state = TrainerState()
         self._stop_signal: int | None = None
+        self.losses = LossQueue()
+        self.read_every = read_interval(accelerator.device)
+        self.last_loss: float | None = None  # mean loss of the steps up to the last host read
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
         # --sub-batches: per train example, the terms it adds to its head's mean loss (labelled tokens
@@ -241,14 +247,36 @@ class Trainer:
         return 0 < position < len(self.sampler)
 
     def _step_and_report(self, micro: list[tuple[str, list[int]]], bar: Any) -> None:
-        loss, task_name = self._optimizer_step(micro)
+        task_name = self._optimizer_step(micro)
         self.state.global_step += 1
-        if self.state.global_step == warm_up_steps(self.total_steps):
-            self.state.warm = {"steps": self.state.global_step, "examples": self.state.examples_seen,
+        step, warm = self.state.global_step, warm_up_steps(self.total_steps)
+        if step % self.read_every == 0 or step in (warm, self.total_steps):
+            self.read_losses()
+        if step == warm:  # just read: the clock has caught up with the device
+            self.state.warm = {"steps": step, "examples": self.state.examples_seen,
                                "seconds": self.state.train_seconds}
         bar.update(1)
         rate = self.state.examples_seen / max(self.state.train_seconds, 1e-9)
-        bar.set_postfix(task=task_name, loss=f"{loss:.4f}", ex_s=f"{rate:.1f}")
+        loss = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
+        bar.set_postfix(task=task_name, loss=loss, ex_s=f"{rate:.1f}")
+
+    def read_losses(self) -> None:
+        """Read the queued losses on the host (one transfer) and stop at the first non-finite one.
+
+        Its time counts as training time: it is the wait for the device to finish the queued steps.
+        With several processes the first non-finite loss of any process stops them all.
+        """
+        if not len(self.losses):  # the same on every process: they queue the same micro-batches
+            return
+        start = time.perf_counter()
+        entries, values = self.losses.read()
+        self.state.train_seconds += time.perf_counter() - start
+        bad = min_over_processes(self.accelerator, first_non_finite(values))
+        if bad < len(entries):
+            entry = entries[bad]
+            raise MtbioError(f"{self._describe_batch(entry.step, entry.task, entry.indices)}; check these examples' "
+                             "labels, lower --lr, or pass --skip-nonfinite")
+        self.last_loss = sum(values) / len(values)
 
     def evaluate(self, split: str) -> dict[str, dict[str, float]]:
         """Score every task on `split` with the current weights.
@@ -277,6 +305,7 @@ class Trainer:
 
         With `--patience N`, training stops after N evaluations in a row without improvement.
         """
+        self.read_losses()
         scores = self.evaluate("dev")
         primary = [scores[t][self.data[t].task.metric] for t in scores]
         selection = sum(primary) / len(primary) if primary else -self.state.global_step
@@ -301,6 +330,7 @@ class Trainer:
 
     def save_checkpoint(self, mid_epoch: bool) -> None:
         """Save everything needed to resume; mid-epoch checkpoints also hold the mixer position."""
+        self.read_losses()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
@@ -310,28 +340,27 @@ class Trainer:
         self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ internals
-    def _optimizer_step(self, micro: list[tuple[str, list[int]]]) -> tuple[float, str]:
+    def _optimizer_step(self, micro: list[tuple[str, list[int]]]) -> str:
+        """One optimizer step over the micro-batches `micro`; returns the last one's task."""
         start = time.perf_counter()
-        total = 0.0
         skipped = False
         for i, (task, indices) in enumerate(micro):
-            loss = self._train_step(task, indices, sync=i == len(micro) - 1)
-            if loss is None:  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
-                skipped = True
+            if not self._train_step(task, indices, sync=i == len(micro) - 1):
+                skipped = True  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
                 break
-            total += loss / len(micro)
         if not skipped:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
             self.optimizer.step()
         self.scheduler.step()  # the schedule follows the step count, skipped or not
         self.optimizer.zero_grad(set_to_none=True)
         self.state.train_seconds += time.perf_counter() - start
-        return total, micro[-1][0]
+        return micro[-1][0]
 
-    def _train_step(self, task: str, indices: list[int], sync: bool) -> float | None:
+    def _train_step(self, task: str, indices: list[int], sync: bool) -> bool:
         """Forward and backward of one batch (run as --sub-batches length-sorted parts whose losses
-        add up to the batch's); None when a loss was non-finite and skipped. `sync`: the gradients
-        are all-reduced after this batch's last backward (the last batch of an optimizer step)."""
+        add up to the batch's), its loss queued for a later host read; False when --skip-nonfinite
+        skipped it. `sync`: the gradients are all-reduced after this batch's last backward (the
+        last batch of an optimizer step)."""
         acc = self.accelerator
         part = self.data[task].splits["train"]
         local = shard(indices, acc.process_index, acc.num_processes)
@@ -340,25 +369,27 @@ class Trainer:
         # the same number of parts on every process: each runs the same collectives and backwards
         parts = min(self.config.sub_batches, max(1, len(indices) // acc.num_processes))
         chunks = split_by_length(local, part.lengths, parts) if parts > 1 else [local]
-        total = 0.0
+        total: torch.Tensor | None = None
         for j, chunk in enumerate(chunks):
             last = sync and j == len(chunks) - 1
             with contextlib.nullcontext() if last else acc.no_sync(self.model):
-                batch = {k: v.to(acc.device) for k, v in self._collate(task, part, chunk).items()}
+                batch = to_device(self._collate(task, part, chunk), acc.device)
                 with acc.autocast():
                     out = self.model(task, **batch)
                 loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
-                # decided on all processes together: one rank's NaN stops (or skips) every rank
-                if not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
-                    self._non_finite(step, task, part, indices)
+                # --skip-nonfinite must decide before the update (a host read per batch), on all
+                # processes together: one rank's NaN skips the batch on every rank
+                if self.config.skip_nonfinite and not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
+                    self._skip_batch(step, task, indices)
                     acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
                     self.optimizer.zero_grad(set_to_none=True)
-                    return None
+                    return False
                 acc.backward(loss / self.config.grad_accum)
-            total += float(loss.detach())
+            total = loss.detach() if total is None else total + loss.detach()
             self.state.tokens_seen += sum(part.lengths[i] for i in chunk) * acc.num_processes
+        self.losses.add(step, task, indices, total)
         self.state.examples_seen += len(indices)
-        return total
+        return True
 
     def _collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
         if task in self.packed:
@@ -370,14 +401,18 @@ class Trainer:
         units = self.loss_units[task]
         return float(units[chunk].sum() / units[local].sum())
 
-    def _non_finite(self, step: int, task: str, part: Any, indices: list[int]) -> None:
-        """Stop on a non-finite loss, or (--skip-nonfinite) log the batch that is skipped."""
-        uids = [part.examples[i].uid for i in indices]
-        where = f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples starting with {uids[:5]}"
-        if not self.config.skip_nonfinite:
-            raise MtbioError(f"{where}; check these examples' labels, lower --lr, or pass --skip-nonfinite")
-        log.warning("skipped a batch: %s", where)
-        self.state.skipped.append({"step": step, "task": task, "uids": uids})
+    def _uids(self, task: str, indices: list[int]) -> list[str]:
+        examples = self.data[task].splits["train"].examples
+        return [examples[i].uid for i in indices]
+
+    def _describe_batch(self, step: int, task: str, indices: list[int]) -> str:
+        uids = self._uids(task, indices)
+        return f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples starting with {uids[:5]}"
+
+    def _skip_batch(self, step: int, task: str, indices: list[int]) -> None:
+        """--skip-nonfinite: log and record the batch that is skipped."""
+        log.warning("skipped a batch: %s", self._describe_batch(step, task, indices))
+        self.state.skipped.append({"step": step, "task": task, "uids": self._uids(task, indices)})
 
     def _resume(self) -> None:
         latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
@@ -392,7 +427,10 @@ class Trainer:
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
 
     def _stop_requested(self) -> bool:
-        """A signal reached any process (decided together, so all stop at the same step)."""
+        """A signal reached any process (decided together, so all stop at the same step). With
+        several processes this is a collective, asked only at the steps whose losses are read."""
+        if self.accelerator.num_processes > 1 and self.state.global_step % self.read_every:
+            return False
         return any_process(self.accelerator, self._stop_signal is not None)
 
     def _install_signal_handlers(self) -> None:
