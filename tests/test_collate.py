@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
-from mtbio.data.collate import collate
+from mtbio.data.collate import collate, to_device
 
 
 def _row(n: int, **extra: object) -> dict[str, object]:
@@ -50,3 +51,14 @@ def test_widths_are_rounded_to_eight_on_a_gpu_only() -> None:
 
     assert pad_multiple_for("cpu") is None and pad_multiple_for(torch.device("cpu")) is None
     assert pad_multiple_for("cuda:0") == 8
+
+
+def test_to_device_keeps_the_values_and_leaves_cpu_batches_alone() -> None:
+    batch = collate([_row(3), _row(5)], pad_token_id=0)
+    assert all(moved is batch[k] for k, moved in to_device(batch, torch.device("cpu")).items())
+    if not torch.cuda.is_available():
+        pytest.skip("the pinned, non-blocking copy needs a GPU")
+    moved = to_device(batch, torch.device("cuda"))
+    torch.cuda.synchronize()
+    for key, value in batch.items():
+        assert moved[key].is_cuda and torch.equal(moved[key].cpu(), value)
