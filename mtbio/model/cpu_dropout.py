@@ -33,7 +33,8 @@ def bit_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tenso
     bits = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
     bits = bits.view(torch.int16)[:n].view(x.shape)
     keep = bits >= round(p * 65536) - 32768
-    return x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+    # one mask holding 0 or 1/(1-p): a single product forward and backward (x * 1 * s == x * s exactly)
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
 
 
 class BitDropout(nn.Dropout):
@@ -47,15 +48,21 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
                attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                **kwargs: Any) -> tuple[torch.Tensor, None]:
     """SDPA, except in training with dropout: eager attention with `bit_dropout` on the probabilities
-    (SDPA on a CPU computes the same product, with the costly dropout)."""
+    (SDPA on a CPU computes the same product, with the costly dropout).
+
+    The scale is applied to the queries (head_dim columns) rather than to the scores (one column per
+    key), and the mask is added: its backward pass is free, where a `masked_fill` costs a pass over
+    the scores. On packed rows of 128 tokens this halves the time of the scores and softmax."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if dropout == 0.0 or not module.training:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    scores = torch.matmul(query, key.transpose(2, 3)) * (scaling if scaling is not None else query.size(-1) ** -0.5)
+    scale = scaling if scaling is not None else query.size(-1) ** -0.5
+    scores = torch.matmul(query * scale, key.transpose(2, 3))
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # True: attend
-        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        bias = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device)
+        scores = scores + bias.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
     elif attention_mask is not None:  # additive (0 or very negative), as some models build them
         scores = scores + attention_mask
     probs = bit_dropout(torch.softmax(scores, dim=-1), dropout)
