@@ -6,7 +6,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from mtbio.data.collate import pad_multiple_for
+from mtbio.data.collate import pad_multiple_for, to_device
 from mtbio.data.pipeline import SplitData
 from mtbio.model.multitask import MultiTaskModel
 
@@ -32,7 +32,7 @@ def predict_split(
     multiple = pad_multiple_for(device)
     try:
         for indices in data.eval_batches(batch_size):
-            batch = {k: v.to(device) for k, v in data.batch(indices, pad_token_id, multiple).items()}
+            batch = to_device(data.batch(indices, pad_token_id, multiple), torch.device(device))
             batch.pop("labels", None)
             with autocast() if autocast else contextlib.nullcontext():
                 logits = model(task, **batch).logits

@@ -30,10 +30,7 @@ TASK_LOG_ENV = "MTBIO_DEBUG_TASK_LOG"
 
 def all_processes(accelerator: Accelerator, flag: bool) -> bool:
     """True only if `flag` is true on every process (a collective: call it on all of them)."""
-    if accelerator.num_processes == 1:
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
-    return bool(gather(value).min().item() > 0.5)
+    return min_over_processes(accelerator, int(flag)) > 0
 
 
 def any_process(accelerator: Accelerator, flag: bool) -> bool:
