@@ -43,6 +43,7 @@ import mtbio  # noqa: E402
 from mtbio.data.example import Example  # noqa: E402
 from mtbio.data.loading import read_split  # noqa: E402
 from mtbio.data.pipeline import featurize_raw, raw_inputs_to_examples  # noqa: E402
+from mtbio.data.readers import is_pair_task  # noqa: E402
 from mtbio.experiments.finetune import finetune  # noqa: E402
 from mtbio.tasks.schema import TaskDef  # noqa: E402
 from mtbio.training.config import RunConfig  # noqa: E402
@@ -54,7 +55,7 @@ def raw_inputs(task: TaskDef, examples: Sequence[Example]) -> list[Any]:
     """Examples as `predict` takes raw inputs: word lists (tagging), (text, text_b) pairs, texts."""
     if task.type == "tagging":
         return [list(e.tokens) for e in examples]
-    return [(e.text, e.text_b) if task.is_pair else e.text for e in examples]
+    return [(e.text, e.text_b) if is_pair_task(task) else e.text for e in examples]
 
 
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:

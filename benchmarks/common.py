@@ -177,10 +177,12 @@ def efficiency(config: Any, lengths: Iterable[int], seconds: float, peaks: dict[
 def hf_tokenize(tokenizer: Any, task: Any, examples: Sequence[Any], max_length: int) -> Any:
     """Tokenize mtbio examples the way a plain Hugging Face script does: word lists for tagging,
     text (and text_b for pair tasks) otherwise; truncated, unpadded."""
+    from mtbio.data.readers import is_pair_task
+
     if task.type == "tagging":
         return tokenizer([e.tokens for e in examples], is_split_into_words=True, truncation=True,
                          max_length=max_length)
-    return tokenizer([e.text for e in examples], [e.text_b for e in examples] if task.is_pair else None,
+    return tokenizer([e.text for e in examples], [e.text_b for e in examples] if is_pair_task(task) else None,
                      truncation=True, max_length=max_length)
 
 

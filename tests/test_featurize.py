@@ -94,7 +94,7 @@ def test_label_encodings_and_unlabelled_examples(tokenizer: Any) -> None:
                     HOC, tokenizer)
     assert hoc["labels"][:2] == [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
     assert all(math.isnan(v) for v in hoc["labels"][2])
-    sts = featurize([Example("1", 3.5, text="a", text_b="b"), Example("2", None, text="c")], STS, tokenizer)
+    sts = featurize([Example("1", 3.5, text="a"), Example("2", None, text="c")], STS, tokenizer)
     assert sts["labels"][0] == 3.5 and math.isnan(sts["labels"][1])
     assert featurize([Example("1", None, text="a", text_b="b")], NLI, tokenizer)["labels"] == [IGNORE_INDEX]
     ner = featurize([Example("1", None, tokens=["aspirin", "works"])], NER, tokenizer)[0]
@@ -126,3 +126,42 @@ def test_cache_hit_does_not_tokenize_again(tokenizer: Any, tmp_path: Path, monke
     assert file_fingerprint([data]) != fingerprint
     featurize_cached(examples, NLI, tokenizer, 64, file_fingerprint([data]))  # default dir: MTBIO_CACHE_DIR
     assert len(calls) == 3
+
+
+def _segment_holds(field_ids: list[int], ids: list[int]) -> bool:
+    """Whether the first (up to 3) tokens of a field occur, in order, as a run of `ids`."""
+    head = field_ids[:3]
+    return any(ids[i : i + len(head)] == head for i in range(len(ids) - len(head) + 1))
+
+
+def test_every_field_a_shipped_reader_fills_reaches_the_model_input(tokenizer: Any, fixtures_dir: Path) -> None:
+    """Every shipped task's fixture, read and featurized: the text, the second text of a pair and the
+    words of a tagging example all appear in input_ids (a field featurization dropped would not)."""
+    from mtbio.data.loading import read_split
+    from mtbio.data.readers import is_pair_task
+    from mtbio.tasks.loading import load_catalog
+
+    checked_pairs = set()
+    for task in load_catalog().tasks.values():
+        split = next(s for s in task.has_splits if s != "train" or task.name != "ebm-pico")
+        examples = read_split(task, split, fixtures_dir / "data")[:8]
+        features = featurize(examples, task, tokenizer)
+        for ex, row in zip(examples, features):
+            ids = row["input_ids"]
+            fields = {"tokens": " ".join(ex.tokens or []) or None, "text": ex.text, "text_b": ex.text_b}
+            for name, value in fields.items():
+                if value:
+                    field_ids = tokenizer(value, add_special_tokens=False)["input_ids"]
+                    assert _segment_holds(field_ids, ids), (task.name, ex.uid, name)
+            if ex.text_b is not None:
+                assert is_pair_task(task) and 1 in row["token_type_ids"], task.name
+                checked_pairs.add(task.name)
+    assert {"nli4ct", "mediqa-rqe", "pubmedqa", "mednli", "mqp"} <= checked_pairs
+
+
+def test_a_second_text_on_a_single_text_task_is_an_error(tokenizer: Any) -> None:
+    single = _task(type="classification", labels=["yes", "no"])
+    with pytest.raises(DataFormatError, match=r"train.tsv:3: .*second text \(text_b\).*columns"):
+        featurize([Example("7", "yes", text="Q?", text_b="A long context.", origin="train.tsv:3")], single, tokenizer)
+    with pytest.raises(DataFormatError, match="tagging task does not read"):
+        featurize([Example("8", ["O"], tokens=["x"], text="x", origin="train.conll:9")], NER, tokenizer)

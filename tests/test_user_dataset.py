@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from mtbio.data.loading import read_split
+from mtbio.data.readers import is_pair_task
 from mtbio.tasks.loading import load_catalog
 
 
@@ -22,13 +23,13 @@ def test_tsv_single_text_classification(user):
     train = read_split(task, "train", data)
     assert [(e.uid, e.text, e.label) for e in train][:2] == [("1", "Patient smokes a pack a day.", "yes"),
                                                              ("2", "Never smoked.", "no")]
-    assert not task.is_pair and len(read_split(task, "test", data)) == 2
+    assert not is_pair_task(task) and len(read_split(task, "test", data)) == 2
 
 
 def test_csv_pair_classification_with_derived_split(user):
     catalog, data = user
     task = catalog.get("question-paraphrase")
-    assert task.is_pair
+    assert is_pair_task(task)
     examples = [e for s in ("train", "dev", "test") for e in read_split(task, s, data)]
     assert len(examples) == 4
     first = next(e for e in examples if e.label == "yes" and "ibuprofen" in e.text)

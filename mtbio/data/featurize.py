@@ -33,13 +33,14 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetInfo, Features, List, Value, load_from_disk
 
 from mtbio.data.example import Example
+from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
 from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
 
 # Bump whenever the features for the same inputs change; it is part of the cache key.
-FEATURIZER_VERSION = 1
+FEATURIZER_VERSION = 2  # 2: pair-ness from the reader (NLI4CT, MEDIQA-RQE, PubMedQA gained their text_b)
 IGNORE_INDEX = -100
 _CHUNK = 2048  # examples per tokenizer call: batched for speed, bounded for memory
 
@@ -163,11 +164,18 @@ def _base_columns(encoded: Any) -> dict[str, list[Any]]:
 
 
 def _featurize_text(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+    pair = is_pair_task(task)
     for ex in chunk:
-        if ex.text is None or (task.is_pair and ex.text_b is None):
+        if ex.text is None or (pair and ex.text_b is None):
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has no text" + (
-                " pair" if task.is_pair else ""))
-    second = [ex.text_b for ex in chunk] if task.is_pair else None
+                " pair" if pair else ""))
+        if ex.text_b is not None and not pair:
+            raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has a second "
+                                  "text (text_b) that a single-text task would drop; name it in columns: {text_b: ...}")
+        if ex.tokens is not None:
+            raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has words "
+                                  f"(tokens), which a {task.type} task does not read")
+    second = [ex.text_b for ex in chunk] if pair else None
     columns = _base_columns(_encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False))
     columns["labels"] = [_scalar_label(ex, task) for ex in chunk]
     return columns
@@ -192,6 +200,9 @@ def _featurize_tagging(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, 
     for ex in chunk:
         if ex.tokens is None:
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has no tokens")
+        if ex.text is not None or ex.text_b is not None:
+            raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has text, "
+                                  "which a tagging task does not read (it reads words: tokens)")
         if ex.label is not None and (not isinstance(ex.label, list) or len(ex.label) != len(ex.tokens)):
             raise DataFormatError(ex.origin or ex.uid, None,
                                   f"task '{task.name}': example '{ex.uid}' needs one tag per token")

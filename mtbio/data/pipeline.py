@@ -17,6 +17,7 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import featurize, featurize_cached, file_fingerprint
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
+from mtbio.data.readers import is_pair_task
 from mtbio.tasks.loading import require_data, split_paths
 from mtbio.tasks.schema import TaskDef
 
@@ -119,7 +120,7 @@ def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]])
         if task.type == "tagging":
             words = item.split() if isinstance(item, str) else list(item)
             examples.append(Example(uid=uid, label=None, tokens=words, origin=f"input:{i + 1}"))
-        elif task.is_pair:
+        elif is_pair_task(task):
             parts = item.split("\t") if isinstance(item, str) else list(item)
             if len(parts) != 2:
                 from mtbio.errors import DataFormatError

@@ -127,11 +127,6 @@ class TaskDef(BaseModel):
         return labels
 
     @property
-    def is_pair(self) -> bool:
-        """Whether examples are text pairs (declared by a `text_b` column)."""
-        return "text_b" in self.columns
-
-    @property
     def has_splits(self) -> list[str]:
         return list(SPLITS) if "all" in self.files else [s for s in SPLITS if s in self.files]
 

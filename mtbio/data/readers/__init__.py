@@ -13,7 +13,7 @@ checked against what the reader declares (`reader_problems`).
 """
 from __future__ import annotations
 
-from mtbio.data.readers.base import READERS, Reader, reader_problems, register
+from mtbio.data.readers.base import READERS, Reader, is_pair_task, reader_problems, register
 
 # Each module registers its formats on import.
 from mtbio.data.readers import (  # noqa: E402,F401  (imported for registration)
@@ -29,4 +29,4 @@ from mtbio.data.readers import (  # noqa: E402,F401  (imported for registration)
     pubmedqa,
 )
 
-__all__ = ["READERS", "Reader", "register", "reader_problems"]
+__all__ = ["READERS", "Reader", "is_pair_task", "register", "reader_problems"]

@@ -18,7 +18,8 @@ class Reader:
 
     `columns` maps each column key the reader accepts to whether it is required; `column_kind`
     says what a column value is ("index" = position, "name" = header/JSON key, "either").
-    `options` maps each `reader_options` key to its Python type(s).
+    `options` maps each `reader_options` key to its Python type(s). `pairs`: every example the
+    reader yields carries a second text (`text_b`), whatever the task's `columns` say.
     """
 
     name: str
@@ -26,6 +27,7 @@ class Reader:
     columns: dict[str, bool] = field(default_factory=dict)
     column_kind: str = "either"
     options: dict[str, type | tuple[type, ...]] = field(default_factory=dict)
+    pairs: bool = False
 
     def __call__(self, path: Path, task: TaskDef) -> Iterator[Example]:
         return self.read(path, task)
@@ -40,14 +42,23 @@ def register(
     columns: dict[str, bool] | None = None,
     column_kind: str = "either",
     options: dict[str, type | tuple[type, ...]] | None = None,
+    pairs: bool = False,
 ) -> Callable[[ReadFn], ReadFn]:
     """Register a read function under `name` (the task definition's `format`)."""
 
     def decorator(fn: ReadFn) -> ReadFn:
-        READERS.register(name)(Reader(name, fn, dict(columns or {}), column_kind, dict(options or {})))
+        READERS.register(name)(Reader(name, fn, dict(columns or {}), column_kind, dict(options or {}), pairs))
         return fn
 
     return decorator
+
+
+def is_pair_task(task: TaskDef) -> bool:
+    """Whether the task's examples are text pairs: its reader always yields `text_b`, or its
+    `columns` name a `text_b` column for a generic reader (tsv, csv, jsonl)."""
+    if "text_b" in task.columns:
+        return True
+    return task.format in READERS and READERS.get(task.format).pairs
 
 
 def reader_problems(task: TaskDef) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from mtbio.errors import DataFormatError
 from mtbio.tasks.schema import TaskDef
 
 
-@register("mediqa_rqe_xml")
+@register("mediqa_rqe_xml", pairs=True)
 def read_mediqa_rqe(path: Path, task: TaskDef) -> Iterator[Example]:
     """One question pair per `<pair>` element."""
     pairs: list[Example] = []

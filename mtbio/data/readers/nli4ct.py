@@ -29,7 +29,7 @@ FIELDS = ("Type", "Section_id", "Primary_id", "Statement", "Label")
 SECTIONS = ("Intervention", "Eligibility", "Results", "Adverse Events")
 
 
-@register("nli4ct", options={"ct_dir": str})
+@register("nli4ct", options={"ct_dir": str}, pairs=True)
 def read_nli4ct(path: Path, task: TaskDef) -> Iterator[Example]:
     """One statement per example id."""
     text = read_text(path)

@@ -19,7 +19,7 @@ from mtbio.tasks.schema import TaskDef
 FIELDS = ("QUESTION", "CONTEXTS", "final_decision")
 
 
-@register("pubmedqa")
+@register("pubmedqa", pairs=True)
 def read_pubmedqa(path: Path, task: TaskDef) -> Iterator[Example]:
     """One question per PMID."""
     text = read_text(path)
