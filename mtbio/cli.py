@@ -310,8 +310,16 @@ def stilt(**values: Any) -> None:
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
 @click.option("--output", type=click.Path(dir_okay=False), help="Also write the markdown table to this file.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False),
-              help="CSV to write (default: beside --output, else <first run>/report-<split>.csv).")
-def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None) -> None:
+              help="CSV to write (default: beside --output, else <first run>/report-<split>.csv); the JSON it "
+                   "was made from goes beside it.")
+@click.option("--trivial/--no-trivial", default=False, show_default=True,
+              help="Add each task's trivial score (majority class, all O) as the first column; reads --data-dir.")
+@click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR); for --trivial.")
+@click.option("--compare-to", metavar="LABEL",
+              help="Add a column testing the last column against the column labelled LABEL per task (per-seed Δ, "
+                   "paired t-test, as pairwise judges edges).")
+def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
+           trivial: bool, data_dir: str | None, compare_to: str | None) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -324,14 +332,22 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     if sweeps:
         from mtbio.reporting.relations import report_relations
 
-        if len(sweeps) != len(paths) or labels or output or csv_path:
+        if len(sweeps) != len(paths) or labels or output or csv_path or trivial or compare_to:
             raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
-                             "--output or --csv)")
+                             "--output, --csv, --trivial or --compare-to)")
         click.echo("\n\n".join(report_relations(p) for p in sweeps))
         return
+    import json
+
     from mtbio.reporting.tables import build_report, to_markdown, write_csv
 
-    table = build_report(paths, split, labels)
+    trivial_scores = None
+    if trivial:
+        from mtbio.experiments.evaluate import trivial_column
+        from mtbio.tasks.loading import resolve_data_dir
+
+        trivial_scores = trivial_column(paths, split, resolve_data_dir(data_dir))
+    table = build_report(paths, split, labels, trivial=trivial_scores, compare_to=compare_to)
     markdown = to_markdown(table)
     click.echo(markdown)
     if output:
@@ -341,7 +357,8 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     target = Path(csv_path) if csv_path else (Path(output).with_suffix(".csv") if output
                                               else paths[0] / f"report-{split}.csv")
     write_csv(table, target)
-    click.echo(f"written: {target}")
+    target.with_suffix(".json").write_text(json.dumps(table, indent=2) + "\n")
+    click.echo(f"written: {target} and {target.with_suffix('.json').name}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,3 +52,20 @@ def test_empty_input_is_an_error() -> None:
         blurb_score({}, {})
     with pytest.raises(MtbioError):
         mean_sd([])
+
+
+def test_summaries_cover_only_their_own_benchmark_and_name_what_is_missing() -> None:
+    from mtbio.evaluation.aggregate import benchmark_summaries
+
+    scores = {"ddi": 0.8, "chemprot": 0.6, "bc5cdr-chem": 0.9, "ade": 0.5, "mednli": 0.7}
+    categories = {"ddi": "relation", "chemprot": "relation", "bc5cdr-chem": "ner", "ade": "relation", "mednli": "nli"}
+    blue = ["bc5cdr-chem", "ddi", "chemprot", "mednli", "hoc"]
+    blurb = ["bc5cdr-chem", "ddi", "chemprot", "hoc"]
+    out = benchmark_summaries(scores, categories, blue, blurb)
+    assert out["average"]["value"] == pytest.approx(3.5 / 5)  # every task, plainly
+    assert out["blue"]["value"] == pytest.approx((0.9 + 0.8 + 0.6 + 0.7) / 4)  # ade is not a BLUE task
+    assert out["blue"]["missing"] == ["hoc"]
+    # BLURB: relation = mean(0.8, 0.6) (ade is no BLURB task), ner = 0.9; mednli is not BLURB either
+    assert out["blurb"]["value"] == pytest.approx((0.7 + 0.9) / 2)
+    assert out["blurb"]["missing"] == ["hoc"]
+    assert "blurb" not in benchmark_summaries({"ade": 0.5}, {"ade": "relation"}, blue, blurb)

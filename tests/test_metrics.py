@@ -198,3 +198,22 @@ def test_score_task_returns_primary_and_extras() -> None:
     assert list(scores) == ["micro_f1", "macro_f1", "accuracy"]
     assert scores == pytest.approx({"micro_f1": 4 / 7, "macro_f1": 7 / 12, "accuracy": 4 / 6})
     assert primary_score(task, scores) == pytest.approx(4 / 7)
+
+
+def test_trivial_scores_are_the_majority_class_and_all_o() -> None:
+    from mtbio.data.example import Example
+    from mtbio.evaluation.trivial import trivial_prediction, trivial_scores
+    from mtbio.tasks.schema import TaskDef
+
+    rel = TaskDef(name="r", type="classification", format="tsv", files={"train": "x"}, metric="micro_f1",
+                  labels=["neg", "a", "b"], negative_label="neg")
+    train = [Example(str(i), label, text="t") for i, label in enumerate(["neg", "neg", "a", "neg", "b"])]
+    dev = [Example(str(i), label, text="t") for i, label in enumerate(["a", "neg", "b", "neg"])]
+    assert trivial_prediction(rel, train) == "neg"
+    assert trivial_scores(rel, train, dev)["micro_f1"] == 0.0  # nothing positive is ever predicted
+    acc = rel.model_copy(update={"metric": "accuracy", "negative_label": None})
+    assert trivial_scores(acc, train, dev)["accuracy"] == 0.5  # 2 of 4 dev examples are "neg"
+    ner = TaskDef(name="n", type="tagging", format="conll", files={"train": "x"}, metric="entity_f1",
+                  labels=["Chemical"], tagging_scheme="IOB2")
+    words = [Example("1", ["B-Chemical", "O"], tokens=["aspirin", "works"])]
+    assert trivial_scores(ner, words, words)["entity_f1"] == 0.0

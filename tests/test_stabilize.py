@@ -286,17 +286,30 @@ def test_seeds_runs_report_and_evaluate(tmp_path: Path, tiny_encoder: str) -> No
 
     out = tmp_path / "report.md"
     result = CliRunner().invoke(cli.main, ["report", str(tmp_path / "base"), str(tmp_path / "frozen"),
-                                           "--output", str(out)])
+                                           "--output", str(out), "--trivial", "--data-dir", str(SAMPLE_DIR),
+                                           "--compare-to", "base"])
     assert result.exit_code == 0, result.output
     text = out.read_text()
-    assert "| type | task (metric) | base | frozen |" in text
+    assert "| type | task (metric) | trivial | base | frozen | Δ frozen − base (verdict) |" in text
     mean = sum(values) / 2
     sd = abs(values[0] - values[1]) / 2 ** 0.5
-    assert f"| NLI | demo-nli (accuracy) | {mean * 100:.2f} ± {sd * 100:.2f} |" in text
-    assert "**BLUE average**" in text and "**BLURB score** | – | – |" in text  # NLI is not a BLURB type
+    # the trivial score by hand: the majority training label's share of the dev pairs
+    train_labels = [json.loads(x)["gold_label"] for x in (SAMPLE_DIR / "nli" / "train.jsonl").read_text().splitlines()]
+    dev_labels = [json.loads(x)["gold_label"] for x in (SAMPLE_DIR / "nli" / "dev.jsonl").read_text().splitlines()]
+    majority = max(set(train_labels), key=train_labels.count)
+    trivial = dev_labels.count(majority) / len(dev_labels)
+    assert f"| NLI | demo-nli (accuracy) | {trivial * 100:.2f} | {mean * 100:.2f} ± {sd * 100:.2f} |" in text
+    frozen = [json.loads((tmp_path / "frozen" / "demo-nli" / f"seed-{s}" / "results.json").read_text())["dev"]["demo-nli"]
+              ["accuracy"] for s in (3, 4)]
+    delta = sum(f - b for f, b in zip(frozen, values)) / 2
+    assert f"| {delta * 100:+.2f} ± " in text
+    # demo-nli belongs to neither BLUE nor BLURB: only the plain average is shown, labelled as such
+    assert "**average (plain mean, all tasks)**" in text and "BLUE average" not in text and "BLURB score" not in text
     csv_lines = out.with_suffix(".csv").read_text().splitlines()
-    assert csv_lines[0].startswith("category,task,metric,base mean,base sd,base n")
-    assert csv_lines[1].startswith("nli,demo-nli,accuracy,")
+    assert csv_lines[0].startswith("category,task,metric,trivial,base mean,base sd,base n")
+    assert csv_lines[1].startswith(f"nli,demo-nli,accuracy,{trivial},")
+    saved = json.loads(out.with_suffix(".json").read_text())
+    assert saved["rows"][0]["verdict"]["delta"] == pytest.approx(delta)
 
     (tmp_path / "empty").mkdir()
     bad = CliRunner().invoke(cli.main, ["report", str(tmp_path / "empty")])

@@ -55,3 +55,26 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     sd = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
     return float(arr.mean()), sd
+
+
+def benchmark_summaries(
+    scores: Mapping[str, float], categories: Mapping[str, str], blue_tasks: Sequence[str], blurb_tasks: Sequence[str]
+) -> dict[str, dict[str, object]]:
+    """The summaries a column of task scores supports, each computed only over the tasks it is defined on.
+
+    - `average`: the plain mean over every task given (the only summary of a mixed task set);
+    - `blue`: the BLUE average over the BLUE tasks among them;
+    - `blurb`: the BLURB score over the BLURB tasks among them.
+    Each entry is {"value", "tasks" (used), "missing" (benchmark tasks without a score; non-empty
+    means partial)}; a benchmark with none of its tasks in `scores` is left out.
+    """
+    out: dict[str, dict[str, object]] = {}
+    if scores:
+        out["average"] = {"value": blue_average(scores), "tasks": sorted(scores), "missing": []}
+    for key, members in (("blue", blue_tasks), ("blurb", blurb_tasks)):
+        chosen = {t: v for t, v in scores.items() if t in set(members)}
+        if not chosen:
+            continue
+        value = blue_average(chosen) if key == "blue" else blurb_score(chosen, categories)
+        out[key] = {"value": value, "tasks": sorted(chosen), "missing": missing_tasks(chosen, members)}
+    return out

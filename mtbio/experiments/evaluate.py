@@ -16,13 +16,12 @@ import torch
 
 from mtbio.data.pipeline import load_task_split
 from mtbio.errors import MtbioError
-from mtbio.evaluation.aggregate import blue_average, blurb_score, mean_sd
+from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.metrics import score_task
 from mtbio.experiments.predict import load_run, read_run_tasks
 from mtbio.model.inference import predict_split
-from mtbio.tasks.loading import require_data
+from mtbio.tasks.loading import load_catalog, require_data
 
-BLURB_CATEGORIES = ("ner", "pico", "relation", "similarity", "document", "qa")
 STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
 
 
@@ -113,28 +112,34 @@ def evaluate_paths(
                 torch.cuda.empty_cache()
         rows.append(row)
     columns = list(dict.fromkeys(t for r in rows for t in r.primary))
+    domains = load_catalog().domains
     table = {"split": split, "tasks": columns, "rows": []}
     for row in rows:
         entry = row.to_json()
-        entry["average"] = blue_average(row.primary) if row.primary else None
-        blurb_tasks = {t: v for t, v in row.primary.items() if categories.get(t) in BLURB_CATEGORIES}
-        entry["blurb"] = blurb_score(blurb_tasks, {t: categories[t] for t in blurb_tasks}) if blurb_tasks else None
+        summaries = benchmark_summaries(row.primary, categories, domains.get("blue", []), domains.get("blurb", []))
+        for key in ("average", "blue", "blurb"):
+            entry[key] = summaries[key]["value"] if key in summaries else None
+            entry[f"{key}_missing"] = summaries[key]["missing"] if key in summaries else []
         table["rows"].append(entry)
     return table
 
 
 def format_table(table: dict[str, Any]) -> str:
-    """A plain-text table: rows = runs, columns = tasks, then Avg and BLURB."""
+    """A plain-text table: rows = runs, columns = tasks, then the plain average, the BLUE average and
+    the BLURB score (each over its own benchmark's tasks; `*` marks a partial one, listed below)."""
     tasks = table["tasks"]
-    header = ["run", "stage", *tasks, "avg", "blurb"]
+    header = ["run", "stage", *tasks, "avg", "blue", "blurb"]
     lines = [header]
+    partial: dict[str, set[str]] = {}
     for row in table["rows"]:
         cells = [row["name"], row["stage"]]
         sds = row.get("primary_sd", {})
         cells += [(f"{row['primary'][t]:.4f}" + (f" ± {sds[t]:.4f}" if t in sds else "")) if t in row["primary"]
                   else "-" for t in tasks]
-        cells += [f"{row['average']:.4f}" if row["average"] is not None else "-",
-                  f"{row['blurb']:.4f}" if row["blurb"] is not None else "-"]
+        for key in ("average", "blue", "blurb"):
+            missing = row.get(f"{key}_missing") or []
+            partial.setdefault(key, set()).update(missing)
+            cells.append("-" if row.get(key) is None else f"{row[key]:.4f}" + ("*" if missing else ""))
         lines.append(cells)
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     out = []
@@ -142,4 +147,27 @@ def format_table(table: dict[str, Any]) -> str:
         out.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
+    names = {"blue": "BLUE average", "blurb": "BLURB score"}
+    out += [f"* {names[k]} partial: missing {', '.join(sorted(v))}" for k, v in partial.items() if v and k in names]
+    out.append("avg: plain mean of the row's tasks; blue/blurb: over BLUE's / BLURB's own tasks only")
     return "\n".join(out)
+
+
+def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> dict[str, float]:
+    """Task → the trivial predictor's primary score on `split` (fitted on the full training set), for
+    every task of the runs under `paths`, from the task definitions the runs saved."""
+    from mtbio.data.loading import read_split
+    from mtbio.evaluation.trivial import trivial_scores
+
+    definitions: dict[str, Any] = {}
+    for path in paths:
+        for run_dir in find_runs(Path(path)):
+            for name, task in read_run_tasks(run_dir).items():
+                definitions.setdefault(name, task)
+    out: dict[str, float] = {}
+    for name, task in definitions.items():
+        require_data(task, data_dir)
+        assert data_dir is not None
+        scores = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))
+        out[name] = scores[task.metric]
+    return out

@@ -5,10 +5,16 @@ folder of seed runs (`<task>/seed-<s>/`, written by `finetune --seeds K`). Rows 
 grouped by BLURB task type (NER, PICO, relation extraction, sentence similarity, document
 classification, question answering; then NLI and other). A cell is the task's primary metric on
 the chosen split, read from `results.json` (nothing is re-scored): mean ± sd over seeds, or the
-single value. Two summary rows follow: the BLUE average (plain mean of the tasks) and the BLURB
-score (mean within each type, then over types; BLURB types only). When every task of a column has
-the same seeds, a summary is computed per seed and reported as mean ± sd; otherwise it is the
+single value. Three summary rows follow, each over the tasks it is defined on: the plain average
+of every task in the column, the BLUE average over BLUE's ten tasks and the BLURB score over
+BLURB's 13 (mean within each type, then over types); a BLUE or BLURB summary that lacks some of
+its benchmark's tasks is marked partial and the missing tasks are listed. When every task of a
+summary has the same seeds, it is computed per seed and reported as mean ± sd; otherwise it is the
 summary of the task means.
+
+Optional extras: a `trivial` column (each task's score without learning: majority class, all `O`;
+see `mtbio.evaluation.trivial`) and a verdict column comparing the last column with a baseline
+column per task, with the noise-aware rule of `pairwise` (`mtbio.reporting.relations.judge`).
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from typing import Any, Sequence
 import yaml
 
 from mtbio.errors import MtbioError
-from mtbio.evaluation.aggregate import BLURB_CATEGORIES, blue_average, blurb_score, mean_sd
+from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
+from mtbio.reporting.relations import compare, metric_sign
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",
@@ -97,27 +104,57 @@ def collect_column(path: Path, split: str) -> dict[str, TaskScores]:
     return column
 
 
-def _aggregate(column: dict[str, TaskScores], how: str) -> dict[str, Any] | None:
-    tasks = {t: s for t, s in column.items() if how == "blue" or s.category in BLURB_CATEGORIES}
-    if not tasks:
-        return None
-
-    def score(values: dict[str, float]) -> float:
-        if how == "blue":
-            return blue_average(values)
-        return blurb_score(values, {t: tasks[t].category for t in values})
-
-    seed_sets = {tuple(sorted(s.by_seed)) for s in tasks.values()}
-    if len(seed_sets) == 1 and len(next(iter(seed_sets))) > 1:  # the same seeds everywhere: per seed
-        seeds = list(next(iter(seed_sets)))
-        per_seed = [score({t: s.by_seed[seed] for t, s in tasks.items()}) for seed in seeds]
-        mean, sd = mean_sd(per_seed)
-        return {"mean": mean, "sd": sd, "n": len(seeds), "seeds": seeds}
-    return {"mean": score({t: s.summary()["mean"] for t, s in tasks.items()}), "sd": None, "n": 1, "seeds": []}
+SUMMARY_TITLES = {"average": "average (plain mean, all tasks)", "blue": "BLUE average", "blurb": "BLURB score"}
 
 
-def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = ()) -> dict[str, Any]:
-    """The table as JSON-able data: columns, task rows (grouped by type) and the two summary rows."""
+def _aggregate(column: dict[str, TaskScores], benchmarks: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Each summary of `benchmark_summaries`, as mean ± sd over seeds when its tasks share the seeds."""
+    categories = {t: s.category for t, s in column.items()}
+    means = {t: s.summary()["mean"] for t, s in column.items()}
+    summaries = benchmark_summaries(means, categories, benchmarks["blue"], benchmarks["blurb"])
+    out: dict[str, dict[str, Any]] = {}
+    for key, summary in summaries.items():
+        tasks = list(summary["tasks"])  # type: ignore[call-overload]
+        entry = {"mean": summary["value"], "sd": None, "n": 1, "seeds": [], "tasks": tasks,
+                 "missing": summary["missing"]}
+        seed_sets = {tuple(sorted(column[t].by_seed)) for t in tasks}
+        if len(seed_sets) == 1 and len(next(iter(seed_sets))) > 1:  # the same seeds everywhere: per seed
+            seeds = list(next(iter(seed_sets)))
+            per_seed = [benchmark_summaries({t: column[t].by_seed[seed] for t in tasks}, categories,
+                                            benchmarks["blue"], benchmarks["blurb"])[key]["value"] for seed in seeds]
+            mean, sd = mean_sd([float(v) for v in per_seed])  # type: ignore[arg-type]
+            entry.update(mean=mean, sd=sd, n=len(seeds), seeds=seeds)
+        out[key] = entry
+    return out
+
+
+def _benchmarks() -> dict[str, list[str]]:
+    from mtbio.tasks.loading import load_catalog
+
+    domains = load_catalog().domains
+    return {"blue": list(domains.get("blue", [])), "blurb": list(domains.get("blurb", []))}
+
+
+def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], baseline: int,
+              alpha: float, min_delta: float) -> list[dict[str, Any] | None]:
+    """Per task: the last column against column `baseline`, per seed, judged as `pairwise` judges edges."""
+    out: list[dict[str, Any] | None] = []
+    for row in rows:
+        task = row["task"]
+        if task not in columns[-1] or task not in columns[baseline]:
+            out.append(None)
+            continue
+        result = compare(columns[-1][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
+                         alpha, min_delta)
+        out.append({k: result[k] for k in ("delta", "sd", "p_value", "verdict", "n_seeds")})
+    return out
+
+
+def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
+                 trivial: dict[str, float] | None = None, compare_to: str | None = None,
+                 alpha: float = 0.05, min_delta: float = 0.01) -> dict[str, Any]:
+    """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
+    the trivial scores (task → primary score) and the last column's verdict against `compare_to`."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
     names = [Path(p).name or str(p) for p in paths]
@@ -131,15 +168,28 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     tasks = sorted(info, key=lambda t: (order.get(info[t].category, len(order)), t))
     rows = [{"task": t, "metric": info[t].metric, "category": info[t].category,
+             "trivial": None if trivial is None else trivial.get(t),
              "cells": [col[t].summary() if t in col else None for col in columns]} for t in tasks]
-    return {
+    benchmarks = _benchmarks()
+    summaries = [_aggregate(col, benchmarks) for col in columns]
+    report: dict[str, Any] = {
         "split": split,
         "columns": [{"label": label, "path": str(p), "tasks": sorted(col), "partial": len(col) < len(tasks)}
                     for label, p, col in zip(labels, paths, columns)],
         "rows": rows,
-        "blue_average": [_aggregate(col, "blue") for col in columns],
-        "blurb_score": [_aggregate(col, "blurb") for col in columns],
+        "summaries": {key: [s.get(key) for s in summaries] for key in SUMMARY_TITLES},
+        "has_trivial": trivial is not None,
+        "compare_to": None,
     }
+    if compare_to is not None:
+        if compare_to not in labels[:-1]:
+            raise MtbioError(f"--compare-to '{compare_to}' is not the label of a column before the last "
+                             f"(labels: {', '.join(labels)})")
+        baseline = list(labels).index(compare_to)
+        report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "alpha": alpha, "min_delta": min_delta}
+        for row, verdict in zip(rows, _verdicts(rows, columns, baseline, alpha, min_delta)):
+            row["verdict"] = verdict
+    return report
 
 
 def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
@@ -149,26 +199,56 @@ def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
     return text + (f" ± {cell['sd'] * scale:.2f}" if cell["sd"] is not None else "")
 
 
+def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
+    if verdict is None:
+        return "–"
+    sd = f" ± {verdict['sd'] * 100:.2f}" if verdict["sd"] is not None else ""
+    p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
+    return f"{verdict['delta'] * 100:+.2f}{sd} ({verdict['verdict']}{p})"
+
+
 def to_markdown(report: dict[str, Any]) -> str:
-    """Markdown table: type | task (metric) | one column per run; scores ×100 (mse as is)."""
+    """Markdown table: type | task (metric) | [trivial] | one column per run | [verdict]; scores ×100 (mse as is)."""
     labels = [c["label"] for c in report["columns"]]
-    lines = [f"| type | task (metric) | {' | '.join(labels)} |", "|---|---|" + "---:|" * len(labels)]
+    trivial = report.get("has_trivial", False)
+    versus = report.get("compare_to")
+    head = ["type", "task (metric)"] + (["trivial"] if trivial else []) + labels
+    if versus:
+        head.append(f"Δ {versus['last']} − {versus['baseline']} (verdict)")
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     previous = None
     for row in report["rows"]:
         kind = CATEGORY_NAMES.get(row["category"], row["category"]) if row["category"] != previous else ""
         previous = row["category"]
         scale = 1.0 if row["metric"] in UNSCALED_METRICS else 100.0
-        cells = [_fmt(c, scale) for c in row["cells"]]
+        cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
+                 if trivial else []) + [_fmt(c, scale) for c in row["cells"]]
+        if versus:
+            cells.append(_fmt_verdict(row.get("verdict")))
         lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
-    for key, title in (("blue_average", "BLUE average"), ("blurb_score", "BLURB score")):
-        cells = [_fmt(c, 100.0) + (" †" if c is not None and col["partial"] else "")
-                 for c, col in zip(report[key], report["columns"])]
+    marks: list[str] = []
+    for key, title in SUMMARY_TITLES.items():
+        entries = report["summaries"][key]
+        if all(e is None for e in entries):
+            continue
+        cells = (["–"] if trivial else []) + [_fmt(e, 100.0) + (" †" if e is not None and e["missing"] else "")
+                                               for e in entries] + (["–"] if versus else [])
         lines.append(f"| | **{title}** | {' | '.join(cells)} |")
+        missing = sorted({t for e in entries if e is not None for t in e["missing"]})
+        if missing:
+            marks.append(f"† {title}: partial, over the tasks present; missing {', '.join(missing)}.")
     n_seeds = sorted({c["n"] for row in report["rows"] for c in row["cells"] if c is not None})
     seeds_text = "one run" if n_seeds == [1] else f"mean ± sd over {'/'.join(map(str, n_seeds))} seeds"
     notes = [f"{report['split']} split, primary metric ×100 ({seeds_text}; sd is the sample sd)."]
+    if trivial:
+        notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
+    if versus:
+        notes.append(f"Δ: per-seed difference {versus['last']} − {versus['baseline']}, mean ± sd; verdict by a paired "
+                     f"t-test over seeds (improves/hurts when p < {versus['alpha']} and |Δ| ≥ "
+                     f"{versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges edges).")
     if any(c["partial"] for c in report["columns"]):
-        notes.append("† over the tasks this column has, not all rows.")
+        notes.append("Some columns lack some rows; their summaries are over the tasks they have.")
+    notes += marks
     notes += [f"- {c['label']}: `{c['path']}`" for c in report["columns"]]
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
 
@@ -176,9 +256,12 @@ def to_markdown(report: dict[str, Any]) -> str:
 def write_csv(report: dict[str, Any], path: Path) -> None:
     """One row per task and summary, per column: mean, sd, n (raw metric values, not ×100)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = ["category", "task", "metric"]
+    header = ["category", "task", "metric"] + (["trivial"] if report.get("has_trivial") else [])
     for column in report["columns"]:
         header += [f"{column['label']} mean", f"{column['label']} sd", f"{column['label']} n"]
+    versus = report.get("compare_to")
+    if versus:
+        header += ["delta", "delta sd", "p value", "verdict"]
 
     def cells(entries: list[dict[str, Any] | None]) -> list[Any]:
         out: list[Any] = []
@@ -190,9 +273,14 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(header)
         for row in report["rows"]:
-            writer.writerow([row["category"], row["task"], row["metric"], *cells(row["cells"])])
-        writer.writerow(["", "BLUE average", "", *cells(report["blue_average"])])
-        writer.writerow(["", "BLURB score", "", *cells(report["blurb_score"])])
+            trivial = [row["trivial"]] if report.get("has_trivial") else []
+            verdict = row.get("verdict") or {}
+            extra = [verdict.get("delta", ""), verdict.get("sd", ""), verdict.get("p_value", ""),
+                     verdict.get("verdict", "")] if versus else []
+            writer.writerow([row["category"], row["task"], row["metric"], *trivial, *cells(row["cells"]), *extra])
+        for key, title in SUMMARY_TITLES.items():
+            writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
+                             *cells(report["summaries"][key]), *([""] * 4 if versus else [])])
 
 
 def seed_summary(runs: Sequence[tuple[Path, dict[str, Any]]], split: str = "dev") -> str:
