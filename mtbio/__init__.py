@@ -1,9 +1,10 @@
 """mtbio: multi-task learning on biomedical and clinical text.
 
-Layers, in the order data flows through them:
-task definitions (`mtbio.tasks`) → readers and featurization (`mtbio.data`) →
-shared encoder and heads (`mtbio.model`) → training loop (`mtbio.training`) →
-metrics (`mtbio.evaluation`) → stages and sweeps (`mtbio.experiments`) → CLI.
+Layers, each importing only from those before it (ARCHITECTURE.md; tests/test_architecture.py):
+task definitions (`mtbio.tasks`) → readers and featurization (`mtbio.data`) → metrics
+(`mtbio.evaluation`) → shared encoder and heads (`mtbio.model`) → training loop (`mtbio.training`)
+→ tables, verdicts and plots (`mtbio.reporting`) → stages and sweeps (`mtbio.experiments`) → CLI.
+This module is the public facade on top (`mtbio.load`).
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def tasks() -> None:
 def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, ...]) -> None:
     """Table of tasks with the split sizes found under the data directory."""
     from mtbio.tasks.loading import resolve_data_dir
-    from mtbio.tasks.report import tasks_table
+    from mtbio.reporting.task_tables import tasks_table
 
     click.echo(tasks_table(resolve_data_dir(data_dir), domain, task_defs))
 
@@ -66,7 +66,7 @@ def tasks_check(path: str, data_dir: str | None) -> None:
     from pathlib import Path
 
     from mtbio.tasks.loading import resolve_data_dir
-    from mtbio.tasks.report import check_task_file
+    from mtbio.reporting.task_tables import check_task_file
 
     result = check_task_file(Path(path), resolve_data_dir(data_dir))
     for problem in result.problems:

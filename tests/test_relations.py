@@ -14,7 +14,8 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.pairwise import pairwise
 from mtbio.experiments.stilt import stilt
-from mtbio.reporting.relations import HURTS, IMPROVES, NO_EFFECT, judge, report_relations
+from mtbio.reporting.relations import report_relations
+from mtbio.reporting.verdicts import HURTS, IMPROVES, NO_EFFECT, judge
 from mtbio.training.config import RunConfig
 
 POS = ["fever", "rash", "cough", "nausea", "pain", "edema"]

@@ -20,6 +20,7 @@ from sklearn.metrics import f1_score
 from mtbio.data.example import Label
 from mtbio.errors import MtbioError
 from mtbio.registry import Registry
+from mtbio.tasks.loading import register_name_check
 from mtbio.tasks.schema import TaskDef
 
 Groups = Sequence[str | None]
@@ -261,3 +262,11 @@ def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
     if not counts:
         return 0.0
     return float(np.mean([_f1(*c) for c in counts.values()]))
+
+
+@register_name_check
+def _unknown_metrics(task: TaskDef) -> list[tuple[str, str]]:
+    """A task definition's metric names that no metric is registered under."""
+    return [(key, f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})")
+            for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]
+            if metric not in METRICS]

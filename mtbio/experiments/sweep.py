@@ -28,6 +28,7 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.training_run import train_tasks
+from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import make_accelerator
@@ -95,8 +96,6 @@ def primary_score(cell: Cell, task: TaskDef, split: str = "dev") -> float | None
 
 def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
     """Refuse a sweep up front when any task lacks data: one line per task, saying where the files go."""
-    from mtbio.tasks.report import missing_message, missing_paths
-
     if data_dir is None:
         raise MtbioError("no data directory; pass --data-dir or set MTBIO_DATA_DIR")
     if not data_dir.is_dir():

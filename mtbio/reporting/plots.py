@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from mtbio.reporting.relations import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
+from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
 
 
 def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
@@ -94,11 +94,8 @@ def _cell_text(cell: dict[str, Any]) -> str:
     return f"{cell['delta']:+.3f}{sd}{verdict}"
 
 
-def plot_gain_matrix(relations: dict[str, Any], path: Path) -> None:
-    """Δ of each target (row) with each partner (column), annotated mean ± sd and '+'/'-' verdicts."""
-    from mtbio.reporting.relations import gain_matrix
-
-    tasks, matrix = gain_matrix(relations)
+def plot_gain_matrix(relations: dict[str, Any], tasks: list[str], matrix: list[list[float | None]], path: Path) -> None:
+    """Δ of each target (row) with each partner (column: `gain_matrix`), annotated mean ± sd and verdicts."""
     edges = {(e["target"], e["source"]): e for e in relations["edges"]}
     text = [[_cell_text(edges[(t, s)]) if (t, s) in edges else "" for s in tasks] for t in tasks]
     _heatmap(path, tasks, tasks, matrix, text,

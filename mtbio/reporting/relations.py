@@ -6,81 +6,18 @@ use the same seed) on the dev split with t's primary metric (sign flipped for ms
 Δ is always better). STILT (seeds 000/003): the same Δ for t fine-tuned from an encoder first
 trained on an intermediate task.
 
-Verdict (the edge colour): with n ≥ 2 seeds, a two-sided paired t-test on the n per-seed Δ
-(t = mean / (sd / √n), n − 1 degrees of freedom). The edge is "improves" (green) when mean Δ > 0,
-p < alpha and |mean Δ| ≥ min_delta; "hurts" (red) when mean Δ < 0 under the same two conditions;
-otherwise "no effect" (grey). With a single seed there is no spread to test against, so only
-|Δ| ≥ min_delta decides. Defaults: alpha 0.05, min_delta 0.01 (one point of a 0–1 metric).
+The verdict on each edge is `mtbio.reporting.verdicts.judge`'s.
 """
 from __future__ import annotations
 
 import csv
 import json
-import math
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
-COLOURS = {IMPROVES: "#2e7d32", HURTS: "#c62828", NO_EFFECT: "#9e9e9e"}
-RULE = ("paired two-sided t-test over seeds on the per-seed differences: improves/hurts when p < alpha and "
-        "|mean delta| >= min_delta, else no effect; with one seed only |delta| >= min_delta decides")
+from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
+from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, Scores, compare, metric_sign, summary
 
-Scores = Mapping[int, float]  # seed -> primary score
-
-
-@dataclass
-class Evidence:
-    """Mean and spread of the per-seed differences, and the verdict."""
-
-    mean: float
-    sd: float | None
-    p_value: float | None
-    verdict: str
-    n: int
-
-
-def judge(deltas: list[float], alpha: float, min_delta: float) -> Evidence:
-    """Apply the verdict rule (module docstring) to per-seed differences."""
-    if not deltas:
-        raise ValueError("no per-seed differences to judge")
-    n, mean = len(deltas), statistics.fmean(deltas)
-    if abs(mean) < 1e-12:  # float round-off of identical scores
-        mean = 0.0
-    sd = statistics.stdev(deltas) if n >= 2 else None
-    p_value: float | None = None
-    if sd is not None:
-        if sd == 0:
-            p_value = 0.0 if mean != 0 else 1.0
-        else:
-            from scipy.stats import t as student_t
-
-            p_value = float(2 * student_t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    significant = abs(mean) >= min_delta and (p_value is None or p_value < alpha)
-    verdict = NO_EFFECT if not significant or mean == 0 else (IMPROVES if mean > 0 else HURTS)
-    return Evidence(mean, sd, p_value, verdict, n)
-
-
-def _summary(scores: Scores) -> dict[str, Any]:
-    values = list(scores.values())
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
-            "per_seed": {str(s): v for s, v in sorted(scores.items())}}
-
-
-def compare(with_scores: Scores, alone: Scores, sign: float, alpha: float, min_delta: float) -> dict[str, Any]:
-    """Δ per seed (seeds present in both), its evidence and the per-seed values."""
-    seeds = sorted(set(with_scores) & set(alone))
-    deltas = [sign * (with_scores[s] - alone[s]) for s in seeds]
-    evidence = judge(deltas, alpha, min_delta)
-    return {"delta": evidence.mean, "sd": evidence.sd, "p_value": evidence.p_value, "verdict": evidence.verdict,
-            "n_seeds": evidence.n, "score": _summary({s: with_scores[s] for s in seeds}),
-            "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
-
-
-def metric_sign(metric: str) -> float:
-    """+1 where higher is better; mse is the one metric where lower is better."""
-    return -1.0 if metric == "mse" else 1.0
 
 
 # ---- pairwise ------------------------------------------------------------------------------------
@@ -95,9 +32,9 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
     tasks = list(metrics)
     nodes = []
     for task in tasks:
-        node = {"task": task, "metric": metrics[task], "baseline": _summary(baseline[task])}
+        node = {"task": task, "metric": metrics[task], "baseline": summary(baseline[task])}
         if test:
-            node["test_baseline"] = _summary(test[0][task])
+            node["test_baseline"] = summary(test[0][task])
         nodes.append(node)
     edges = []
     for target in tasks:
@@ -125,8 +62,6 @@ def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float |
 
 def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
-    from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph
-
     paths = [sweep_dir / n for n in ("relations.json", "relations.dot", "relations.graphml", "gain_matrix.csv",
                                      "relations.png", "gain_matrix.png")]
     paths[0].write_text(json.dumps(relations, indent=2) + "\n")
@@ -135,7 +70,7 @@ def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     tasks, matrix = gain_matrix(relations)
     _write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
     plot_relation_graph(relations, paths[4])
-    plot_gain_matrix(relations, paths[5])
+    plot_gain_matrix(relations, tasks, matrix, paths[5])
     return paths
 
 
@@ -197,7 +132,7 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
             if (inter, target) in transferred:
                 cells[inter] = compare(transferred[(inter, target)], baseline[target], metric_sign(metrics[target]),
                                        alpha, min_delta)
-        rows.append({"target": target, "metric": metrics[target], "baseline": _summary(baseline[target]),
+        rows.append({"target": target, "metric": metrics[target], "baseline": summary(baseline[target]),
                      "intermediate": cells})
     seeds = sorted({int(s) for r in rows for s in r["baseline"]["per_seed"]})
     return {"kind": "stilt", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
@@ -218,8 +153,6 @@ def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list
 
 def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
-    from mtbio.reporting.plots import plot_stilt_matrix
-
     paths = [sweep_dir / n for n in ("stilt.json", "stilt_matrix.csv", "stilt_matrix.png")]
     paths[0].write_text(json.dumps(stilt, indent=2) + "\n")
     rows, columns, matrix = stilt_matrix(stilt)

@@ -28,7 +28,7 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
-from mtbio.reporting.relations import compare, metric_sign
+from mtbio.reporting.verdicts import compare, metric_sign
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",

@@ -10,13 +10,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 from pydantic import ValidationError
 
 from mtbio.errors import MissingDataError, MtbioError, TaskDefinitionError
-from mtbio.tasks.schema import TaskDef, describe_type_error
+from mtbio.tasks.schema import SPLITS, TaskDef, describe_type_error
 
 BUILTIN_TASK_DEFS = Path(__file__).resolve().parents[2] / "task_defs"
 DOMAINS_FILE = "domains.yml"
@@ -123,22 +123,25 @@ def _field_and_message(loc: tuple[Any, ...], msg: str) -> tuple[str, str]:
     return describe_type_error(loc), msg
 
 
-def _check_registered_names(path: Path, task: TaskDef) -> None:
-    from mtbio.data.readers import READERS, reader_problems
-    from mtbio.evaluation.metrics import METRICS
+# Checks of the names a definition refers to (format, metric), registered by the layers that own
+# those registries (`mtbio.data.readers`, `mtbio.evaluation.metrics`) when they are imported, so this
+# layer imports nothing above it. Each returns (field, message) problems.
+NameCheck = Callable[[TaskDef], list[tuple[str, str]]]
+NAME_CHECKS: list[NameCheck] = []
 
-    problems = []
-    if task.format not in READERS:
-        problems.append(("format", f"unknown format '{task.format}' (known: {', '.join(READERS.names())})"))
-    problems.extend(reader_problems(task))
-    for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]:
-        if metric not in METRICS:
-            problems.append((key, f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})"))
+
+def register_name_check(check: NameCheck) -> NameCheck:
+    """Run `check` on every task definition loaded from now on."""
+    NAME_CHECKS.append(check)
+    return check
+
+
+def _check_registered_names(path: Path, task: TaskDef) -> None:
+    problems = [problem for check in NAME_CHECKS for problem in check(task)]
     if problems:
         raise TaskDefinitionErrors([TaskDefinitionError(path, task.name, f, m) for f, m in problems])
 
 
-# ----------------------------------------------------------------------------------------------
 # The catalog: every task definition we can see, plus named domains
 
 
@@ -242,28 +245,27 @@ def split_paths(task: TaskDef, split: str, data_dir: Path) -> list[Path]:
     return [data_dir / n for n in names]
 
 
-def missing_files(task: TaskDef, data_dir: Path | None) -> list[Path]:
-    """Declared data files that do not exist under `data_dir`."""
-    if data_dir is None:
-        return [Path(v) for v in _all_file_names(task)]
-    return [data_dir / n for n in _all_file_names(task) if not (data_dir / n).exists()]
+def missing_paths(task: TaskDef, data_dir: Path) -> list[Path]:
+    """Declared data files (or directories) that are not under `data_dir`, in split order."""
+    paths: list[Path] = []
+    for split in ["all", *SPLITS]:
+        if split in task.files:
+            paths += [p for p in split_paths(task, split, data_dir) if not p.exists() and p not in paths]
+    return paths
 
 
-def _all_file_names(task: TaskDef) -> list[str]:
-    names: list[str] = []
-    for value in task.files.values():
-        names.extend([value] if isinstance(value, str) else value)
-    return names
+def missing_message(task: TaskDef, missing: list[Path]) -> str:
+    """'missing — put files at …; <access>' (credentialed data is never shipped)."""
+    where = ", ".join(str(p) for p in missing)
+    access = f"; {task.access}" if task.access else ""
+    kind = " (credentialed)" if task.credentialed else ""
+    return f"missing{kind} — put files at {where}{access}"
 
 
 def require_data(task: TaskDef, data_dir: Path | None) -> None:
-    """Raise MissingDataError with where to put the files (and how to get credentialed data)."""
+    """Raise MissingDataError naming the task, where to put its files and how to get credentialed data."""
     if data_dir is None:
         raise MissingDataError(f"task '{task.name}': no data directory; pass --data-dir or set MTBIO_DATA_DIR")
-    missing = missing_files(task, data_dir)
+    missing = missing_paths(task, data_dir)
     if missing:
-        hint = f" ({task.access})" if task.access else ""
-        raise MissingDataError(
-            f"task '{task.name}': missing data file(s) {', '.join(str(m) for m in missing)}; "
-            f"put them there{hint}"
-        )
+        raise MissingDataError(f"task '{task.name}': {missing_message(task, missing)}")

@@ -13,6 +13,9 @@ checked against what the reader declares (`reader_problems`).
 """
 from __future__ import annotations
 
+from mtbio.tasks.loading import register_name_check
+from mtbio.tasks.schema import TaskDef
+
 from mtbio.data.readers.base import READERS, Reader, is_pair_task, reader_problems, register
 
 # Each module registers its formats on import.
@@ -28,5 +31,15 @@ from mtbio.data.readers import (  # noqa: E402,F401  (imported for registration)
     nli4ct,
     pubmedqa,
 )
+
+
+
+@register_name_check
+def _format_problems(task: TaskDef) -> list[tuple[str, str]]:
+    """An unknown `format`, or columns / reader options its reader does not take."""
+    if task.format not in READERS:
+        return [("format", f"unknown format '{task.format}' (known: {', '.join(READERS.names())})")]
+    return reader_problems(task)
+
 
 __all__ = ["READERS", "Reader", "is_pair_task", "register", "reader_problems"]

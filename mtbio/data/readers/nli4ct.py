@@ -15,7 +15,6 @@ reader_options:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Iterable
 
 from mtbio.errors import MtbioError, TaskDefinitionError
-from mtbio.tasks.loading import load_catalog, load_task_def, split_paths
+from mtbio.data.loading import read_split, split_sizes
+from mtbio.evaluation import metrics as _metrics  # noqa: F401  (registers the metric-name check)
+from mtbio.tasks.loading import load_catalog, load_task_def, missing_message, missing_paths, split_paths
 from mtbio.tasks.schema import SPLITS, TaskDef
 
 NO_DATA_DIR = "no data directory (pass --data-dir or set MTBIO_DATA_DIR)"
@@ -40,8 +42,6 @@ def _require_dir(data_dir: Path | None) -> None:
 
 def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
     """The task's row: sizes of the splits found under `data_dir` and what is missing or broken."""
-    from mtbio.data.loading import split_sizes
-
     row = TaskRow(task.name, task.type, task.category, task.domain, len(task.label_list))
     if data_dir is None:
         row.status = NO_DATA_DIR
@@ -55,23 +55,6 @@ def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
     if missing:
         row.status = missing_message(task, missing)
     return row
-
-
-def missing_paths(task: TaskDef, data_dir: Path) -> list[Path]:
-    """Declared data files (or directories) that are not under `data_dir`, in split order."""
-    paths: list[Path] = []
-    for split in ["all", *SPLITS]:
-        if split in task.files:
-            paths += [p for p in split_paths(task, split, data_dir) if not p.exists() and p not in paths]
-    return paths
-
-
-def missing_message(task: TaskDef, missing: list[Path]) -> str:
-    """'missing — put files at …; <access>' (credentialed data is never shipped)."""
-    where = ", ".join(str(p) for p in missing)
-    access = f"; {task.access}" if task.access else ""
-    kind = " (credentialed)" if task.credentialed else ""
-    return f"missing{kind} — put files at {where}{access}"
 
 
 def format_table(rows: list[TaskRow]) -> str:
@@ -110,8 +93,6 @@ def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
     consistency), reader/metric names and the reader's columns/options, that the data files
     exist, and that every split reads cleanly with valid labels.
     """
-    from mtbio.data.loading import read_split
-
     _require_dir(data_dir)
     try:
         task = load_task_def(path)
