@@ -101,7 +101,9 @@ TRAINING_OPTIONS = [
     click.option("--seed", type=int),
     click.option("--max-length", type=int, help="Override every task's max_length (tokens)."),
     click.option("--max-train-examples", type=int, help="Use at most this many training examples per task."),
-    click.option("--mixer", type=click.Choice(["proportional", "temperature", "uniform", "ratio"])),
+    click.option("--mixer", metavar="STRATEGY",
+                 help="Mini-batch mixer strategy, one registered in mtbio.data.mixer (built in: proportional, "
+                      "temperature, uniform, ratio)."),
     click.option("--temperature", type=float), click.option("--temperature-cap", type=int),
     click.option("--main-task", help="Main task of the ratio mixer."),
     click.option("--aux-ratio", type=float, help="Auxiliary batches per main-task batch (ratio mixer)."),

@@ -39,6 +39,10 @@ class Registry(Generic[T]):
             known = ", ".join(sorted(self._items)) or "none"
             raise MtbioError(f"unknown {self.kind} '{name}' (known: {known})") from None
 
+    def unregister(self, name: str) -> None:
+        """Remove `name` (a plugin's or a test's registration); unknown names are ignored."""
+        self._items.pop(name, None)
+
     def __contains__(self, name: object) -> bool:
         return name in self._items
 

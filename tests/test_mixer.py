@@ -190,3 +190,42 @@ def test_drop_last_and_validation() -> None:
         MultiTaskBatchSampler(lengths, 32, strategy="annealed")
     with pytest.raises(ValueError, match="main_task"):
         MultiTaskBatchSampler(lengths, 32, strategy="ratio")
+
+
+def test_a_new_strategy_is_one_registered_function(tmp_path, tiny_encoder) -> None:
+    """Registered here, nowhere else: `--mixer` and a YAML config then take it, and training uses it."""
+    import yaml
+    from click.testing import CliRunner
+
+    from mtbio import cli
+    from mtbio.data.mixer import MIXERS, register_mixer
+    from mtbio.experiments.demo import SAMPLE_DIR
+
+    calls: list[int] = []
+
+    @register_mixer("round-robin-test", shuffle_plan=False)
+    def round_robin(sampler: MultiTaskBatchSampler, epoch: int) -> list:
+        calls.append(epoch)
+        passes = {t: sampler.task_pass(t, epoch) for t in sampler.tasks}
+        return [(t, passes[t][i]) for i in range(max(map(len, passes.values()))) for t in sampler.tasks
+                if i < len(passes[t])]
+
+    try:
+        common = ["--tasks", "demo-nli,demo-relation", "--data-dir", str(SAMPLE_DIR), "--task-defs",
+                  str(SAMPLE_DIR / "task_defs"), "--encoder", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
+                  "--max-train-examples", "16", "--max-length", "32"]
+        flag = CliRunner().invoke(cli.main, ["refine", *common, "--mixer", "round-robin-test",
+                                             "--output", str(tmp_path / "flag")])
+        assert flag.exit_code == 0, flag.output
+        config_file = tmp_path / "run.yml"
+        config_file.write_text("mixer: round-robin-test\n")
+        from_file = CliRunner().invoke(cli.main, ["refine", *common, "--config", str(config_file),
+                                                  "--output", str(tmp_path / "file")])
+        assert from_file.exit_code == 0, from_file.output
+        for run in ("flag", "file"):
+            assert yaml.safe_load((tmp_path / run / "config.yaml").read_text())["mixer"] == "round-robin-test"
+        assert calls  # the plan came from the registered function
+        bad = CliRunner().invoke(cli.main, ["refine", *common, "--mixer", "nope", "--output", str(tmp_path / "bad")])
+        assert bad.exit_code != 0 and "unknown mixer strategy 'nope'" in bad.output
+    finally:
+        MIXERS.unregister("round-robin-test")

@@ -1,6 +1,8 @@
 """The multi-task batch plan: which task, and which of its examples, at each training step.
 
-Every batch holds examples of one task. Strategies (per epoch):
+Every batch holds examples of one task. Strategies (per epoch) are registered in `MIXERS`; adding
+one is one function decorated with `@register_mixer("name")`, which `--mixer` and the YAML config
+then accept. The built-in ones:
 
 - `proportional` (default; MT-DNN / MT-BERT Algorithm 1): every mini-batch of every task exactly
   once, all merged and shuffled.
@@ -39,14 +41,48 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from mtbio.data.packing import packed_width_and_rows
+from mtbio.registry import Registry
 
-STRATEGIES = ("proportional", "temperature", "uniform", "ratio")
 Batch = tuple[str, list[int]]
+PlanFn = Callable[["MultiTaskBatchSampler", int], list[Batch]]
+
+
+@dataclass(frozen=True)
+class MixerStrategy:
+    """A registered strategy: the epoch's plan (unshuffled where `shuffle_plan`), and optionally the
+    epoch's length in batches (default: every batch of every task once) and a check of the options."""
+
+    name: str
+    plan: PlanFn
+    epoch_batches: Callable[["MultiTaskBatchSampler"], int] | None = None
+    check: Callable[["MultiTaskBatchSampler"], None] | None = None
+    shuffle_plan: bool = True
+
+
+MIXERS: Registry[MixerStrategy] = Registry("mixer strategy")
+
+
+def register_mixer(
+    name: str,
+    *,
+    epoch_batches: Callable[["MultiTaskBatchSampler"], int] | None = None,
+    check: Callable[["MultiTaskBatchSampler"], None] | None = None,
+    shuffle_plan: bool = True,
+) -> Callable[[PlanFn], PlanFn]:
+    """Register `plan(sampler, epoch) -> [(task, indices), ...]` as mixer strategy `name`. With
+    `shuffle_plan` the sampler shuffles the plan's batch order with the epoch's seeded generator."""
+
+    def decorator(plan: PlanFn) -> PlanFn:
+        MIXERS.register(name)(MixerStrategy(name, plan, epoch_batches, check, shuffle_plan))
+        return plan
+
+    return decorator
 
 # seed streams: (seed, epoch, stream, ...) keeps the plan, task passes and the aux pool independent
 _PLAN, _TASK, _AUX = 0, 1, 2
@@ -69,23 +105,16 @@ class MultiTaskBatchSampler:
         shuffle: bool = True,
         drop_last: bool = False,
     ) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown sampling strategy '{strategy}'; use one of {', '.join(STRATEGIES)}")
+        if strategy not in MIXERS:
+            raise ValueError(f"unknown sampling strategy '{strategy}'; use one of {', '.join(MIXERS.names())}")
         windows = bucket_multiplier if isinstance(bucket_multiplier, Mapping) else dict.fromkeys(lengths, bucket_multiplier)
         if batch_size < 1 or any(windows.get(t, 0) < 1 for t in lengths):
             raise ValueError("batch_size and every task's bucket_multiplier must be at least 1")
         if seed < 0:
             raise ValueError("seed must be non-negative")
-        if strategy == "temperature" and temperature <= 0:
-            raise ValueError("temperature must be positive")
         if cap is not None and cap < 1:
             raise ValueError("cap must be at least 1")
-        if strategy == "ratio":
-            if main_task not in lengths:
-                raise ValueError(f"strategy 'ratio' needs main_task to be one of the tasks, got {main_task!r}")
-            if len(lengths) < 2 or ratio < 0:
-                raise ValueError("strategy 'ratio' needs auxiliary tasks and ratio >= 0")
-        elif main_task is not None:
+        if strategy != "ratio" and main_task is not None:
             raise ValueError("main_task applies to strategy 'ratio' only")
         self.tasks = list(lengths)
         if not self.tasks:
@@ -99,6 +128,9 @@ class MultiTaskBatchSampler:
         empty = [t for t, n in self.n_batches.items() if n == 0]
         if empty:
             raise ValueError(f"task(s) {empty} have no full batch of {batch_size} examples")
+        self.mixer = MIXERS.get(strategy)
+        if self.mixer.check is not None:
+            self.mixer.check(self)
         self.epoch = 0
         self.position = 0
         self._plan_cache: tuple[int, list[Batch]] | None = None
@@ -107,9 +139,8 @@ class MultiTaskBatchSampler:
 
     def __len__(self) -> int:
         """Batches in one epoch."""
-        if self.strategy == "ratio":
-            main = self.n_batches[self.main_task]  # type: ignore[index]
-            return main + round(self.ratio * main)
+        if self.mixer.epoch_batches is not None:
+            return self.mixer.epoch_batches(self)
         return sum(self.n_batches.values())
 
     def __iter__(self) -> Iterator[Batch]:
@@ -191,30 +222,21 @@ class MultiTaskBatchSampler:
             yield from self._task_pass(task, self._rng(epoch, _TASK, ti, cycle))
             cycle += 1
 
-    def _draw_probabilities(self) -> np.ndarray:
-        if self.strategy == "uniform":
-            return np.full(len(self.tasks), 1.0 / len(self.tasks))
-        sizes = np.array([len(self.lengths[t]) for t in self.tasks], dtype=np.float64)
-        if self.cap is not None:
-            sizes = np.minimum(sizes, self.cap)
-        weights = sizes ** (1.0 / self.temperature)
-        return weights / weights.sum()
+    def task_pass(self, task: str, epoch: int, cycle: int = 0) -> list[list[int]]:
+        """Pass `cycle` of `epoch` over one task's examples (seeded, so the same on every process)."""
+        return self._task_pass(task, self._rng(epoch, _TASK, self.tasks.index(task), cycle))
+
+    def draw_tasks(self, epoch: int, probabilities: np.ndarray) -> list[Batch]:
+        """`len(self)` steps, each drawing a task with `probabilities` and taking its stream's next batch."""
+        draws = self._rng(epoch, _PLAN).choice(len(self.tasks), size=len(self), p=probabilities)
+        streams = {t: self._stream(t, epoch) for t in self.tasks}
+        return [(self.tasks[i], next(streams[self.tasks[i]])) for i in draws.tolist()]
 
     def _build_plan(self, epoch: int) -> list[Batch]:
-        rng = self._rng(epoch, _PLAN)
-        if self.strategy == "proportional":
-            plan = [(t, b) for ti, t in enumerate(self.tasks) for b in self._task_pass(t, self._rng(epoch, _TASK, ti, 0))]
-        elif self.strategy == "ratio":
-            main = self.main_task
-            assert main is not None
-            plan = [(main, b) for b in self._task_pass(main, self._rng(epoch, _TASK, self.tasks.index(main), 0))]
-            plan += self._aux_batches(epoch, len(self) - len(plan))
-        else:
-            draws = rng.choice(len(self.tasks), size=len(self), p=self._draw_probabilities())
-            streams = {t: self._stream(t, epoch) for t in self.tasks}
-            return [(self.tasks[i], next(streams[self.tasks[i]])) for i in draws.tolist()]
-        if self.shuffle:
-            plan = [plan[i] for i in rng.permutation(len(plan))]
+        plan = self.mixer.plan(self, epoch)
+        if self.shuffle and self.mixer.shuffle_plan:
+            order = self._rng(epoch, _PLAN).permutation(len(plan))
+            plan = [plan[i] for i in order]
         return plan
 
     def _aux_batches(self, epoch: int, count: int) -> list[Batch]:
@@ -228,6 +250,61 @@ class MultiTaskBatchSampler:
             out += [pool[i] for i in pick]
             cycle += 1
         return out
+
+
+# ---------------------------------------------------------------------------------- strategies
+
+
+@register_mixer("proportional")
+def _proportional(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
+    """Every batch of every task once (MT-DNN / MT-BERT)."""
+    return [(t, b) for t in sampler.tasks for b in sampler.task_pass(t, epoch)]
+
+
+def _temperature_probabilities(sampler: MultiTaskBatchSampler) -> np.ndarray:
+    sizes = np.array([len(sampler.lengths[t]) for t in sampler.tasks], dtype=np.float64)
+    if sampler.cap is not None:
+        sizes = np.minimum(sizes, sampler.cap)
+    weights = sizes ** (1.0 / sampler.temperature)
+    return weights / weights.sum()
+
+
+def _check_temperature(sampler: MultiTaskBatchSampler) -> None:
+    if sampler.temperature <= 0:
+        raise ValueError("temperature must be positive")
+
+
+@register_mixer("temperature", check=_check_temperature, shuffle_plan=False)
+def _temperature(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
+    """Each step draws a task with p ∝ min(n, cap) ** (1 / T)."""
+    return sampler.draw_tasks(epoch, _temperature_probabilities(sampler))
+
+
+@register_mixer("uniform", shuffle_plan=False)
+def _uniform(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
+    """Each step draws a task with equal probability."""
+    return sampler.draw_tasks(epoch, np.full(len(sampler.tasks), 1.0 / len(sampler.tasks)))
+
+
+def _ratio_epoch(sampler: MultiTaskBatchSampler) -> int:
+    main = sampler.n_batches[sampler.main_task]  # type: ignore[index]
+    return main + round(sampler.ratio * main)
+
+
+def _check_ratio(sampler: MultiTaskBatchSampler) -> None:
+    if sampler.main_task not in sampler.lengths:
+        raise ValueError(f"strategy 'ratio' needs main_task to be one of the tasks, got {sampler.main_task!r}")
+    if len(sampler.lengths) < 2 or sampler.ratio < 0:
+        raise ValueError("strategy 'ratio' needs auxiliary tasks and ratio >= 0")
+
+
+@register_mixer("ratio", epoch_batches=_ratio_epoch, check=_check_ratio)
+def _ratio(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
+    """All of the main task's batches, plus ratio × as many auxiliary batches."""
+    main = sampler.main_task
+    assert main is not None
+    plan = [(main, b) for b in sampler.task_pass(main, epoch)]
+    return plan + sampler._aux_batches(epoch, len(sampler) - len(plan))
 
 
 def shard(indices: Sequence[int], rank: int, world_size: int) -> list[int]:

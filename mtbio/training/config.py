@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mtbio.data.mixer import MIXERS
 from mtbio.errors import MtbioError
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
@@ -43,7 +44,7 @@ class RunConfig(BaseModel):
     max_length: int | None = Field(None, ge=8)
     max_train_examples: int | None = Field(None, ge=1)
 
-    mixer: Literal["proportional", "temperature", "uniform", "ratio"] = "proportional"
+    mixer: str = "proportional"  # a name registered in mtbio.data.mixer.MIXERS
     temperature: float = Field(2.0, gt=0)
     temperature_cap: int | None = Field(None, ge=1)
     main_task: str | None = None
@@ -79,6 +80,13 @@ class RunConfig(BaseModel):
     min_delta: float = Field(0.01, ge=0)
     intermediate: list[str] = Field(default_factory=list)
     target: list[str] = Field(default_factory=list)
+
+    @field_validator("mixer")
+    @classmethod
+    def _registered_mixer(cls, name: str) -> str:
+        if name not in MIXERS:
+            raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
+        return name
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
