@@ -1,26 +1,84 @@
 #!/usr/bin/env bash
-# MT-BERT on the BLUE biomedical tasks (Peng et al. 2020, seed 004, Table 3 layout):
-#   single-task baselines, multi-task refinement, and fine-tuning each task from the refined encoder,
-#   then one table with the three rows on dev.
+# MT-BERT on the BLUE biomedical tasks, seed 004 Table 3 shape for shape: single-task, MT-Refinement and
+# MT-Fine-Tune rows, every seed in SEEDS, dev for every choice, test scored once at the end of each run
+# (--eval-test; the best-dev weights are the ones scored), then one table per split with each task's
+# trivial score and a per-task verdict of MT-Fine-Tune against single-task.
 #
-#   bash examples/mtbert_biomedical.sh
+#   bash examples/mtbert_biomedical.sh                   # resumes: finished cells are skipped
 #
-# Every setting can be overridden from the environment; tests/test_examples.py runs this script in a
-# tiny mode (tiny encoder, demo data, a few steps).
+# Cells (one training run each): single-task/seed-S/TASK, refine/seed-S, mt-fine-tune/seed-S/TASK.
+# When a cell finishes, its small files (results.json, config.yaml, metrics.jsonl, tasks/) are copied
+# to RESULTS, which is committed; a cell found there is done, on this machine or a new one. The refined
+# encoder's weights are not kept there: a seed whose fine-tune cells are unfinished retrains its refine
+# cell if its weights are gone. Every setting can be overridden from the environment;
+# tests/test_examples.py runs this script in a tiny mode (tiny encoder, demo data, a few steps).
 set -euo pipefail
 
-TASKS=${TASKS:-chemprot,ddi,bc5cdr}            # bc5cdr = bc5cdr-disease + bc5cdr-chem, as in the paper
+HERE=$(cd "$(dirname "$0")" && pwd)
+TASKS=${TASKS:-chemprot,ddi,bc5cdr-disease,bc5cdr-chem}
+SEEDS=${SEEDS:-42 43 44}
 DATA_DIR=${DATA_DIR:-../shared/data}
-ENCODER=${ENCODER:-minilm}                     # the packaged MiniLM-L6
-OUT=${OUT:-runs/mtbert-biomedical}
-TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --epochs 1}
+ENCODER=${ENCODER:-minilm}                          # the packaged MiniLM-L6
+OUT=${OUT:-runs/mtbert-biomedical}                  # run directories, with weights
+RESULTS=${RESULTS:-$OUT/results}                    # small files of finished cells (commit these)
+RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}          # the recipe settled by examples/recipe_search.sh
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 1000 --mixed-precision bf16}  # the same for every row
+SPLITS=${SPLITS:-dev test}                          # tables to write; test is scored only if listed
+PARALLEL=${PARALLEL:-1}                             # seeds trained at once (each gets its share of threads)
 MTBIO=${MTBIO:-mtbio}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
-common=(--tasks "$TASKS" --data-dir "$DATA_DIR" "${train_args[@]}")
+common=(--data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}" --resume)
+[[ " $SPLITS " == *" test "* ]] && common+=(--eval-test)
+tasks=${TASKS//,/ }                                 # task names, not aliases: each is a cell
 
-"$MTBIO" finetune "${common[@]}" --encoder "$ENCODER" --output "$OUT/single-task"      # lr 5e-5
-"$MTBIO" refine "${common[@]}" --encoder "$ENCODER" --output "$OUT/refine"             # lr 5e-5
-"$MTBIO" finetune "${common[@]}" --from "$OUT/refine" --output "$OUT/fine-tune"        # lr 1e-5, new heads
-"$MTBIO" evaluate "$OUT/single-task" "$OUT/refine" "$OUT/fine-tune" --data-dir "$DATA_DIR" --split dev \
-    --output "$OUT/table-dev.json"
+done_cell() { [ -f "$RESULTS/$1/results.json" ]; }
+
+keep() {  # copy a finished cell's small files to RESULTS
+  local cell=$1
+  mkdir -p "$RESULTS/$cell/tasks"
+  cp "$OUT/$cell/results.json" "$OUT/$cell/config.yaml" "$RESULTS/$cell/"
+  [ -f "$OUT/$cell/metrics.jsonl" ] && cp "$OUT/$cell/metrics.jsonl" "$RESULTS/$cell/"
+  cp "$OUT/$cell/tasks/"*.yml "$RESULTS/$cell/tasks/"
+}
+
+run_seed() {
+  local seed=$1 task pending=0
+  for task in $tasks; do
+    if ! done_cell "single-task/seed-$seed/$task"; then
+      "$MTBIO" finetune --task "$task" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
+          --output "$OUT/single-task/seed-$seed"
+      keep "single-task/seed-$seed/$task"
+    fi
+    done_cell "mt-fine-tune/seed-$seed/$task" || pending=1
+  done
+  if ! done_cell "refine/seed-$seed" || { [ $pending = 1 ] && [ ! -f "$OUT/refine/seed-$seed/encoder/config.json" ]; }; then
+    "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/refine/seed-$seed"
+    keep "refine/seed-$seed"
+  fi
+  for task in $tasks; do
+    if ! done_cell "mt-fine-tune/seed-$seed/$task"; then
+      "$MTBIO" finetune --task "$task" --from "$OUT/refine/seed-$seed" --seed "$seed" "${common[@]}" \
+          --output "$OUT/mt-fine-tune/seed-$seed"
+      keep "mt-fine-tune/seed-$seed/$task"
+    fi
+  done
+}
+
+running=0
+for seed in $SEEDS; do
+  if [ "$PARALLEL" -gt 1 ]; then
+    run_seed "$seed" > "$OUT.seed-$seed.log" 2>&1 &
+    running=$((running + 1))
+    if [ $running -ge "$PARALLEL" ]; then wait -n; running=$((running - 1)); fi
+  else
+    run_seed "$seed"
+  fi
+done
+wait
+
+for split in $SPLITS; do
+  "$MTBIO" report "$RESULTS/single-task" "$RESULTS/refine" "$RESULTS/mt-fine-tune" \
+      --label single-task --label mt-refinement --label mt-fine-tune --split "$split" \
+      --trivial --data-dir "$DATA_DIR" --compare-to single-task --output "$RESULTS/table-$split.md"
+done

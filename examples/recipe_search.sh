@@ -3,7 +3,7 @@
 # One single-task run per (task, lr), dev scored after every epoch, so the epoch count is read off the
 # same runs. Finished cells (results.json present) are skipped: rerunning the script resumes it.
 #
-#   bash examples/recipe_search.sh            # then: python examples/recipe_summary.py runs/recipe-search
+#   bash examples/recipe_search.sh            # prints the table (examples/recipe_summary.py)
 set -euo pipefail
 
 TASKS=${TASKS:-bc5cdr-chem bc5cdr-disease chemprot ddi}
@@ -22,3 +22,5 @@ for task in $TASKS; do
         --output "$run"
   done
 done
+
+python "$(dirname "$0")/recipe_summary.py" "$OUT"

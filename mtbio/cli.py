@@ -341,11 +341,10 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
         return
     import json
 
-    from mtbio.reporting.tables import build_report, to_markdown, write_csv
+    from mtbio.reporting.tables import build_report, to_markdown, trivial_column, write_csv
 
     trivial_scores = None
     if trivial:
-        from mtbio.experiments.evaluate import trivial_column
         from mtbio.tasks.loading import resolve_data_dir
 
         trivial_scores = trivial_column(paths, split, resolve_data_dir(data_dir))

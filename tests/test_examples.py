@@ -37,17 +37,43 @@ def test_stabilization_bioasq_script_in_tiny_mode(tmp_path: Path, tiny_encoder: 
 
 
 def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts, and a
+    rerun on a 'new machine' (weights gone) that trains nothing because every cell's results are kept."""
     env = dict(os.environ, TASKS="demo-relation,demo-ner", DATA_DIR=str(SAMPLE_DIR), ENCODER=tiny_encoder,
-               OUT=str(tmp_path / "runs"),
+               OUT=str(tmp_path / "runs"), RESULTS=str(tmp_path / "results"), SEEDS="1 2", SPLITS="dev",
                TRAIN_ARGS=f"--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16 "
                           f"--task-defs {SAMPLE_DIR / 'task_defs'}",
                MTBIO=str(Path(sys.executable).parent / "mtbio"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run(["bash", str(REPO / "examples" / "mtbert_biomedical.sh")], cwd=tmp_path, env=env,
+    script = ["bash", str(REPO / "examples" / "mtbert_biomedical.sh")]
+    done = subprocess.run(script, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "results" / "table-dev.md").read_text()
+    assert "| trivial | single-task | mt-refinement | mt-fine-tune | Δ mt-fine-tune − single-task (verdict) |" in table
+    assert "demo-relation" in table and "demo-ner" in table and "over 2 seeds" in table
+    cells = sorted(str(p.parent.relative_to(tmp_path / "results")) for p in (tmp_path / "results").rglob("results.json"))
+    assert cells == ["mt-fine-tune/seed-1/demo-ner", "mt-fine-tune/seed-1/demo-relation", "mt-fine-tune/seed-2/demo-ner",
+                     "mt-fine-tune/seed-2/demo-relation", "refine/seed-1", "refine/seed-2",
+                     "single-task/seed-1/demo-ner", "single-task/seed-1/demo-relation",
+                     "single-task/seed-2/demo-ner", "single-task/seed-2/demo-relation"]
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
+    again = subprocess.run(script, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()  # nothing was retrained
+    assert (tmp_path / "results" / "table-dev.md").read_text() == table
+
+
+def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """Two learning rates on one task: a run per lr, the table of dev scores per epoch, the best one marked."""
+    env = dict(os.environ, TASKS="demo-relation", LRS="1e-4 1e-3", DATA_DIR=str(SAMPLE_DIR), OUT=str(tmp_path / "s"),
+               TRAIN_ARGS=f"--encoder {tiny_encoder} --epochs 2 --max-length 32 --batch-size 8 --max-train-examples 16 "
+                          f"--task-defs {SAMPLE_DIR / 'task_defs'}",
+               MTBIO=str(Path(sys.executable).parent / "mtbio"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    done = subprocess.run(["bash", str(REPO / "examples" / "recipe_search.sh")], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
-    header = next(line for line in lines if line.startswith("run "))
-    assert "demo-relation" in header and "demo-ner" in header
-    stages = [line.split()[1] for line in lines if line.startswith(str(tmp_path / "runs"))]
-    assert stages == ["single-task", "refinement", "fine-tune"]
-    assert (tmp_path / "runs" / "table-dev.json").is_file()
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| demo-relation")]
+    assert [r.split("|")[2].strip() for r in rows] == ["1e-4", "1e-3"]
+    assert all(len(r.split("|")) == 6 for r in rows)  # two epochs each
+    assert sum(r.count("**") for r in rows) == 2  # one best cell

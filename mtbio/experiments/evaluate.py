@@ -152,22 +152,3 @@ def format_table(table: dict[str, Any]) -> str:
     out.append("avg: plain mean of the row's tasks; blue/blurb: over BLUE's / BLURB's own tasks only")
     return "\n".join(out)
 
-
-def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> dict[str, float]:
-    """Task → the trivial predictor's primary score on `split` (fitted on the full training set), for
-    every task of the runs under `paths`, from the task definitions the runs saved."""
-    from mtbio.data.loading import read_split
-    from mtbio.evaluation.trivial import trivial_scores
-
-    definitions: dict[str, Any] = {}
-    for path in paths:
-        for run_dir in find_runs(Path(path)):
-            for name, task in read_run_tasks(run_dir).items():
-                definitions.setdefault(name, task)
-    out: dict[str, float] = {}
-    for name, task in definitions.items():
-        require_data(task, data_dir)
-        assert data_dir is not None
-        scores = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))
-        out[name] = scores[task.metric]
-    return out

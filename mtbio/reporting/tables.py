@@ -150,6 +150,27 @@ def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], 
     return out
 
 
+def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> dict[str, float]:
+    """Task → the trivial predictor's primary score on `split` (fitted on the full training set), for
+    every task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
+    from mtbio.data.loading import read_split
+    from mtbio.evaluation.trivial import trivial_scores
+    from mtbio.tasks.loading import load_task_def, require_data
+
+    definitions: dict[str, Any] = {}
+    for path in paths:
+        for run_dir in run_dirs_under(Path(path)):
+            for task_file in sorted((run_dir / "tasks").glob("*.yml")):
+                task = load_task_def(task_file)
+                definitions.setdefault(task.name, task)
+    out: dict[str, float] = {}
+    for name, task in definitions.items():
+        require_data(task, data_dir)
+        assert data_dir is not None
+        out[name] = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))[task.metric]
+    return out
+
+
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
                  alpha: float = 0.05, min_delta: float = 0.01) -> dict[str, Any]:
