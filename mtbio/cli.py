@@ -52,8 +52,8 @@ def tasks() -> None:
 @click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable).")
 def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, ...]) -> None:
     """Table of tasks with the split sizes found under the data directory."""
-    from mtbio.tasks.loading import resolve_data_dir
     from mtbio.reporting.task_tables import tasks_table
+    from mtbio.tasks.loading import resolve_data_dir
 
     click.echo(tasks_table(resolve_data_dir(data_dir), domain, task_defs))
 
@@ -65,8 +65,8 @@ def tasks_check(path: str, data_dir: str | None) -> None:
     """Validate a task definition and its data; one line per problem, exit status 1 if any."""
     from pathlib import Path
 
-    from mtbio.tasks.loading import resolve_data_dir
     from mtbio.reporting.task_tables import check_task_file
+    from mtbio.tasks.loading import resolve_data_dir
 
     result = check_task_file(Path(path), resolve_data_dir(data_dir))
     for problem in result.problems:
@@ -81,64 +81,60 @@ def _comma_list(_ctx: click.Context, _param: click.Parameter, value: str | None)
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-TRAINING_OPTIONS = [
-    click.option("--tasks", callback=_comma_list, help="Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks)."),
-    click.option("--domain", help="A named group of tasks from domains.yml (biomedical, clinical, clinical-public, blurb)."),
-    click.option("--encoder", help="HF model name or local directory (default: the packaged MiniLM-L6)."),
-    click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR)."),
-    click.option("--output", help="Run directory to write."),
-    click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable)."),
-    click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-                 help="YAML file of option values (same names as the flags)."),
-    click.option("--epochs", type=int), click.option("--max-steps", type=int),
-    click.option("--batch-size", type=int), click.option("--eval-batch-size", type=int),
-    click.option("--grad-accum", type=int, help="Gradient accumulation steps."),
-    click.option("--lr", type=float, help="Peak learning rate (refine/single-task 5e-5, fine-tune 1e-5)."),
-    click.option("--warmup", type=float, help="Warm-up fraction of the steps (0.1)."),
-    click.option("--weight-decay", type=float), click.option("--max-grad-norm", type=float),
-    click.option("--optimizer", type=click.Choice(["adamw", "adamax"])),
-    click.option("--mixed-precision", type=click.Choice(["no", "bf16", "fp16"])),
-    click.option("--seed", type=int),
-    click.option("--max-length", type=int, help="Override every task's max_length (tokens)."),
-    click.option("--max-train-examples", type=int, help="Use at most this many training examples per task."),
-    click.option("--mixer", metavar="STRATEGY",
-                 help="Mini-batch mixer strategy, one registered in mtbio.data.mixer (built in: proportional, "
-                      "temperature, uniform, ratio)."),
-    click.option("--temperature", type=float), click.option("--temperature-cap", type=int),
-    click.option("--main-task", help="Main task of the ratio mixer."),
-    click.option("--aux-ratio", type=float, help="Auxiliary batches per main-task batch (ratio mixer)."),
-    click.option("--bucket-window", type=int,
-                 help="Length bucketing: batches are cut from length-sorted windows of this many batches "
-                      "(200; 1 = random batches, as the HF Trainer draws them). Packed tasks draw random batches."),
-    click.option("--packing/--no-packing", default=None,
-                 help="Tagging tasks draw random batches and run them as packed rows, each sentence attending only "
-                      "to itself (on by default; off: length-bucketed batches like the other tasks)."),
-    click.option("--sub-batches", type=int,
-                 help="Run each batch as up to N length-sorted sub-batches whose gradients add up to the whole "
-                      "batch's (same training, less padding; 1 = off). Pairs with --bucket-window 1."),
-    click.option("--compile/--no-compile", default=None,
-                 help="torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling takes a "
-                      "minute or more before the first step)."),
-    click.option("--eval-every", type=int, help="Evaluate on dev every N steps (default: each epoch)."),
-    click.option("--eval-test/--no-eval-test", default=None, help="Score test once at the end."),
-    click.option("--save-every", type=int, help="Checkpoint every N steps (default: each epoch)."),
-    click.option("--resume/--no-resume", default=None, help="Continue from the newest complete checkpoint."),
-    click.option("--skip-nonfinite/--no-skip-nonfinite", default=None,
-                 help="Skip (and log) a batch whose loss is NaN/inf instead of stopping."),
-    click.option("--patience", type=int, help="Stop after N dev evaluations in a row without improvement."),
-    click.option("--freeze-layers", type=int, help="Freeze the embeddings and the lowest K encoder layers."),
-    click.option("--layerwise-lr-decay", type=float, help="Layer l of L trains at lr*g^(L-l), embeddings lr*g^L."),
-    click.option("--reinit-layers", type=int, help="Re-initialise the top K encoder layers before training."),
-    click.option("--drop-top-layers", type=int, help="Remove the top K encoder layers (the saved encoder is shallower)."),
-    click.option("--no-bias-correction/--bias-correction", default=None,
-                 help="AdamW without Adam's bias correction (the original BERT optimizer)."),
-]
+def _option_from_field(name: str, field: Any) -> Any:
+    """The click option of one `RunConfig` field: flag, type, help and shown default all from the field."""
+    import types
+    import typing
+
+    extra = field.json_schema_extra or {}
+    flag = extra.get("flag") or "--" + name.replace("_", "-")
+    kind = field.annotation
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `int | None` → int
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    default = [] if field.default_factory is list else field.default
+    if isinstance(default, bool):
+        default = "on" if default else "off"
+    shown = extra.get("shown") or (None if default in (None, []) else str(default))
+    settings: dict[str, Any] = {"help": field.description + (f"  [default: {shown}]" if shown else "")}
+    if extra.get("envvar"):
+        settings["envvar"] = extra["envvar"]
+    if kind is bool:
+        if "/" not in flag:
+            flag = f"{flag}/--no-{flag[2:]}"
+        settings["default"] = None
+    elif typing.get_origin(kind) is list:
+        if extra.get("comma"):
+            settings["callback"] = _comma_list
+        else:
+            settings["multiple"] = True
+    elif typing.get_origin(kind) is typing.Literal:
+        settings["type"] = click.Choice(list(typing.get_args(kind)))
+    elif kind in (int, float):
+        settings["type"] = kind
+    if extra.get("flag"):
+        return click.option(*flag.split(" "), name, **settings)
+    return click.option(flag, name, **settings)
 
 
-def training_options(func: Any) -> Any:
-    for option in reversed(TRAINING_OPTIONS):
-        func = option(func)
-    return func
+def config_options(*groups: str) -> Any:
+    """Decorate a command with the options of the `RunConfig` fields in `groups` (and --config with 'training')."""
+    from mtbio.training.config import RunConfig
+
+    options = [_option_from_field(name, field) for name, field in RunConfig.model_fields.items()
+               if (field.json_schema_extra or {}).get("group") in groups]
+    if "training" in groups:
+        options.insert(0, click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+                                       help="YAML file of option values (same names as the flags; flags win)."))
+
+    def decorate(func: Any) -> Any:
+        for make in reversed(options):
+            func = make(func)
+        return func
+
+    return decorate
+
+
+training_options = config_options("training")
 
 
 def _run_config(values: dict[str, Any]) -> Any:
@@ -178,10 +174,9 @@ def refine(**values: Any) -> None:
 
 
 @main.command()
-@click.option("--from", "from_run", help="A refine run directory whose encoder to fine-tune.")
+@config_options("finetune")
 @click.option("--task", "task", callback=_comma_list, help="Task to fine-tune (same as --tasks).")
-@click.option("--seeds", type=int, help="Fine-tune K times with seeds seed..seed+K-1, into <output>/<task>/seed-<s>/.")
-@training_options
+@config_options("seeds", "training")
 def finetune(task: list[str] | None, **values: Any) -> None:
     """MT-BERT-Fine-Tune per task from a refined run (--from), or a single-task baseline (--encoder)."""
     from mtbio.experiments.finetune import finetune as run_finetune
@@ -257,18 +252,7 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
 
 
 # ---- sweeps: task relations (pairwise MTL, STILT) ------------------------------------------------
-SWEEP_OPTIONS = [
-    click.option("--seeds", type=int, help="Seeds per cell: --seed, --seed+1, ... (default 3)."),
-    click.option("--alpha", type=float, help="Significance level of the paired t-test over seeds (0.05)."),
-    click.option("--min-delta", type=float, help="Smallest |mean Δ| that counts as an effect (0.01)."),
-    click.option("--dry-run/--no-dry-run", default=None, help="Print the runs still to do and their estimated time."),
-]
-
-
-def sweep_options(func: Any) -> Any:
-    for option in reversed(SWEEP_OPTIONS):
-        func = option(func)
-    return training_options(func)
+sweep_options = config_options("seeds", "sweep", "training")
 
 
 def _run_sweep(run: Any, values: dict[str, Any]) -> None:
@@ -296,8 +280,7 @@ def pairwise(**values: Any) -> None:
 
 
 @main.command()
-@click.option("--intermediate", callback=_comma_list, help="Intermediate tasks (default: --tasks/--domain).")
-@click.option("--target", callback=_comma_list, help="Target tasks (default: --tasks/--domain).")
+@config_options("stilt")
 @sweep_options
 def stilt(**values: Any) -> None:
     """STILT: train on an intermediate task, then on the target; compare with the target's baseline."""
@@ -341,7 +324,12 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
         return
     import json
 
-    from mtbio.reporting.tables import build_report, to_markdown, trivial_column, write_csv
+    from mtbio.reporting.tables import (
+        build_report,
+        to_markdown,
+        trivial_column,
+        write_csv,
+    )
 
     trivial_scores = None
     if trivial:

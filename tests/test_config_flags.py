@@ -5,28 +5,40 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from mtbio.cli import TRAINING_OPTIONS
+from mtbio import cli
 from mtbio.errors import MtbioError
 from mtbio.training.config import RunConfig, build_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtbio"
-# Fields set by a command's own options rather than the shared training options.
-COMMAND_OWN = {"from_run", "intermediate", "target"}
+COMMANDS = ("refine", "finetune", "pairwise", "stilt")
 
 
-def _flag_fields() -> set[str]:
-    names = set()
-    for option in TRAINING_OPTIONS:
-        param = option(lambda: None).__click_params__[0]
-        names.add("config_file" if param.name == "config_file" else param.name)
-    return names - {"config_file"}
+def _command_fields(name: str) -> set[str]:
+    return {p.name for p in cli.main.commands[name].params} - {"config_file", "task"}
 
 
-def test_every_training_flag_is_a_config_field_and_back() -> None:
+def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
+    """Options come from RunConfig alone: each field is an option of some training command, with help."""
     fields = set(RunConfig.model_fields)
-    assert _flag_fields() <= fields
-    assert fields - _flag_fields() <= COMMAND_OWN | {"seeds", "dry_run", "alpha", "min_delta"}
+    flags = set().union(*(_command_fields(c) for c in COMMANDS))
+    assert flags == fields
+    assert all(RunConfig.model_fields[f].description for f in fields)
+    assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
+    assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
+    assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
+
+
+def test_help_shows_every_default() -> None:
+    for command in COMMANDS:
+        for param in cli.main.commands[command].params:
+            field = RunConfig.model_fields.get(param.name)
+            if field is not None and (field.get_default(call_default_factory=True) not in (None, []) or (field.json_schema_extra or {}).get("shown")):
+                assert "[default: " in param.help, (command, param.name)
+    text = " ".join(CliRunner().invoke(cli.main, ["refine", "--help"]).output.split())
+    assert "Global batch size (examples per optimizer step). [default: 32]" in text
+    assert "--packing / --no-packing" in text and "[default: on]" in text
 
 
 def test_every_config_field_is_read_outside_its_definition() -> None:

@@ -16,70 +16,98 @@ REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
 
 
+def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
+           comma: bool = False, envvar: str | None = None, shown: str | None = None, **constraints: Any) -> Any:
+    """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
+
+    `group` says which commands take it (training: refine, finetune, pairwise, stilt; finetune; sweep:
+    pairwise and stilt; seeds: finetune and the sweeps; stilt). `flag` overrides the flag name
+    (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
+    --help when it is not the field's own default (a default decided by the command).
+    """
+    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown}
+    if isinstance(default, list):
+        return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
 class RunConfig(BaseModel):
-    """Options shared by refine and finetune (and recorded for every run)."""
+    """Every run option, defined once: its type, default, limits and help. The CLI options, the YAML
+    config keys (same names, dashes or underscores) and the saved `config.yaml` all come from here."""
 
     model_config = ConfigDict(extra="forbid")
 
-    tasks: list[str] = Field(default_factory=list)
-    domain: str | None = None
-    encoder: str | None = None
-    from_run: str | None = None
-    data_dir: str | None = None
-    output: str | None = None
-    task_defs: list[str] = Field(default_factory=list)
+    tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True)
+    domain: str | None = option(None, "A named group of tasks from domains.yml (biomedical, clinical, "
+                                "clinical-public, blue, blurb).")
+    encoder: str | None = option(None, "HF model name or local directory.", shown="the packaged MiniLM-L6")
+    from_run: str | None = option(None, "A refine run directory whose encoder to fine-tune.", group="finetune",
+                                  flag="--from")
+    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR")
+    output: str | None = option(None, "Run directory to write.", shown="under runs/")
+    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).")
 
-    epochs: int = Field(3, ge=1)
-    max_steps: int | None = Field(None, ge=1)
-    batch_size: int = Field(32, ge=1)
-    eval_batch_size: int = Field(64, ge=1)
-    grad_accum: int = Field(1, ge=1)
-    lr: float | None = Field(None, gt=0)
-    warmup: float = Field(0.1, ge=0, lt=1)
-    weight_decay: float = Field(0.01, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0)
-    optimizer: Literal["adamw", "adamax"] = "adamw"
-    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
-    seed: int = 42
-    max_length: int | None = Field(None, ge=8)
-    max_train_examples: int | None = Field(None, ge=1)
+    epochs: int = option(3, "Passes over the training data.", ge=1)
+    max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1)
+    batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
+    eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1)
+    grad_accum: int = option(1, "Gradient accumulation steps.", ge=1)
+    lr: float | None = option(None, "Peak learning rate.", shown=f"refine/single-task {REFINE_LR:g}, fine-tune "
+                              f"{FINETUNE_LR:g}", gt=0)
+    warmup: float = option(0.1, "Warm-up fraction of the steps (linear warm-up, then linear decay).", ge=0, lt=1)
+    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).", ge=0)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
+    optimizer: Literal["adamw", "adamax"] = option("adamw", "Optimizer (adamax is MT-DNN's choice).")
+    mixed_precision: Literal["no", "bf16", "fp16"] = option(
+        "no", "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only.")
+    seed: int = option(42, "Seeds the model init, dropout and the mixer.")
+    max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
+    max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
+                                            shown="all", ge=1)
 
-    mixer: str = "proportional"  # a name registered in mtbio.data.mixer.MIXERS
-    temperature: float = Field(2.0, gt=0)
-    temperature_cap: int | None = Field(None, ge=1)
-    main_task: str | None = None
-    aux_ratio: float = Field(1.0, gt=0)
-    # length bucketing: each task's batches are cut from length-sorted windows of this many batches
-    bucket_window: int = Field(200, ge=1)
-    # tagging tasks: random batches run as packed rows (mtbio.data.packing) instead of bucketing
-    packing: bool = True
-    # each batch runs as this many length-sorted sub-batches whose gradients add up to the batch's
-    sub_batches: int = Field(1, ge=1)
-    # torch.compile the encoder (fuses its element-wise work; the first steps wait for compilation)
-    compile: bool = False
+    mixer: str = option("proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixer "
+                        "(built in: proportional, temperature, uniform, ratio).")
+    temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
+    temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
+    main_task: str | None = option(None, "Main task of the ratio mixer.")
+    aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
+    bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
+                                "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
+                                "random batches.", ge=1)
+    packing: bool = option(True, "Tagging tasks draw random batches and run them as packed rows, each sentence "
+                           "attending only to itself (off: length-bucketed batches like the other tasks).")
+    sub_batches: int = option(1, "Run each batch as up to N length-sorted sub-batches whose gradients add up to "
+                              "the whole batch's (same training, less padding; 1 = off). Pairs with "
+                              "--bucket-window 1.", ge=1)
+    compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
+                           "takes a minute or more before the first step).")
 
-    eval_every: int | None = Field(None, ge=1)
-    eval_test: bool = False
-    save_every: int | None = Field(None, ge=1)
-    resume: bool = False
-    skip_nonfinite: bool = False
+    eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1)
+    eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.")
+    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1)
+    resume: bool = option(False, "Continue from the newest complete checkpoint.")
+    skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.")
 
     # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
-    freeze_layers: int | None = Field(None, ge=0)
-    layerwise_lr_decay: float | None = Field(None, gt=0, le=1)
-    reinit_layers: int | None = Field(None, ge=1)
-    drop_top_layers: int | None = Field(None, ge=1)
-    no_bias_correction: bool = False
-    patience: int | None = Field(None, ge=1)
+    freeze_layers: int | None = option(None, "Freeze the embeddings and the lowest K encoder layers.", ge=0)
+    layerwise_lr_decay: float | None = option(None, "Layer l of L trains at lr*g^(L-l), embeddings lr*g^L.",
+                                              gt=0, le=1)
+    reinit_layers: int | None = option(None, "Re-initialise the top K encoder layers before training.", ge=1)
+    drop_top_layers: int | None = option(None, "Remove the top K encoder layers (the saved encoder is shallower).",
+                                         ge=1)
+    no_bias_correction: bool = option(False, "AdamW without Adam's bias correction (the original BERT optimizer).",
+                                      flag="--no-bias-correction/--bias-correction")
+    patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
+                                  ge=1)
 
-    # seeds seed, seed+1, ..., seed+K-1; None: the command's default (finetune 1, pairwise/stilt 3)
-    seeds: int | None = Field(None, ge=1)
-    # sweeps (mtbio pairwise / mtbio stilt)
-    dry_run: bool = False
-    alpha: float = Field(0.05, gt=0, lt=1)
-    min_delta: float = Field(0.01, ge=0)
-    intermediate: list[str] = Field(default_factory=list)
-    target: list[str] = Field(default_factory=list)
+    seeds: int | None = option(None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into "
+                               "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt 3",
+                               ge=1)
+    dry_run: bool = option(False, "Print the runs still to do and their estimated time.", group="sweep")
+    alpha: float = option(0.05, "Significance level of the paired t-test over seeds.", group="sweep", gt=0, lt=1)
+    min_delta: float = option(0.01, "Smallest |mean Δ| that counts as an effect.", group="sweep", ge=0)
+    intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
+    target: list[str] = option([], "Target tasks.", group="stilt", comma=True, shown="--tasks/--domain")
 
     @field_validator("mixer")
     @classmethod
