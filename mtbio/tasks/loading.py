@@ -18,7 +18,11 @@ from pydantic import ValidationError
 from mtbio.errors import MissingDataError, MtbioError, TaskDefinitionError
 from mtbio.tasks.schema import SPLITS, TaskDef, describe_type_error
 
-BUILTIN_TASK_DEFS = Path(__file__).resolve().parents[2] / "task_defs"
+# The built-in definitions: inside the installed package (wheels, `pip install .`), else the
+# repository's top-level task_defs/ (a source checkout or an editable install).
+_INSTALLED_TASK_DEFS = Path(__file__).resolve().parents[1] / "task_defs"
+BUILTIN_TASK_DEFS = (_INSTALLED_TASK_DEFS if _INSTALLED_TASK_DEFS.is_dir()
+                     else Path(__file__).resolve().parents[2] / "task_defs")
 DOMAINS_FILE = "domains.yml"
 
 
