@@ -50,3 +50,30 @@ def test_every_config_field_is_read_outside_its_definition() -> None:
 def test_unknown_config_key_is_an_error_naming_it() -> None:
     with pytest.raises(MtbioError, match="'batch_sise': unknown option"):
         build_config({"batch_sise": 8}, {}, source="run.yml")
+
+
+def test_precision_comes_from_accelerate_unless_the_flag_is_given(monkeypatch, caplog) -> None:
+    from mtbio.training.trainer import resolve_mixed_precision
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    assert resolve_mixed_precision(None) == "no"
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # what `accelerate launch --mixed_precision bf16` sets
+    assert resolve_mixed_precision(None) == "bf16"
+    with caplog.at_level("WARNING", logger="mtbio"):
+        assert resolve_mixed_precision("no") == "no"
+    assert "--mixed-precision no wins over Accelerate's mixed_precision bf16" in caplog.text
+
+
+def test_the_resolved_precision_is_what_the_run_records(tmp_path, tiny_encoder, monkeypatch) -> None:
+    import yaml
+
+    from mtbio.experiments.demo import SAMPLE_DIR
+    from mtbio.experiments.finetune import finetune
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    config = RunConfig(tasks=["demo-nli"], task_defs=[str(SAMPLE_DIR / "task_defs")], data_dir=str(SAMPLE_DIR),
+                       encoder=tiny_encoder, max_steps=1, batch_size=4, max_train_examples=8, max_length=32,
+                       output=str(tmp_path / "run"))
+    assert config.mixed_precision is None
+    [(run_dir, _)] = finetune(config)
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["mixed_precision"] == "no"

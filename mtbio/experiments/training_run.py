@@ -66,6 +66,7 @@ def train_tasks(
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content."""
     accelerator = make_accelerator(config.mixed_precision)
+    config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)

@@ -58,8 +58,10 @@ class RunConfig(BaseModel):
     weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).", ge=0)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
     optimizer: Literal["adamw", "adamax"] = option("adamw", "Optimizer (adamax is MT-DNN's choice).")
-    mixed_precision: Literal["no", "bf16", "fp16"] = option(
-        "no", "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only.")
+    mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
+        None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
+        "wins over Accelerate's setting (with a warning where they differ).",
+        shown="Accelerate's (accelerate config / accelerate launch --mixed_precision), else no")
     seed: int = option(42, "Seeds the model init, dropout and the mixer.")
     max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import math
 import signal
 import time
@@ -75,8 +76,20 @@ def warm_up_steps(total_steps: int) -> int:
     return min(20, max(1, total_steps // 10))
 
 
-def make_accelerator(mixed_precision: str) -> Accelerator:
+def resolve_mixed_precision(flag: str | None) -> str:
+    """The precision to train in: the flag when given, else Accelerate's (`accelerate launch
+    --mixed_precision` or `accelerate config`, passed as ACCELERATE_MIXED_PRECISION), else "no"."""
+    from_accelerate = os.environ.get("ACCELERATE_MIXED_PRECISION") or None
+    if flag is None:
+        return from_accelerate or "no"
+    if from_accelerate is not None and from_accelerate != flag:
+        log.warning("--mixed-precision %s wins over Accelerate's mixed_precision %s", flag, from_accelerate)
+    return flag
+
+
+def make_accelerator(mixed_precision: str | None) -> Accelerator:
     """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32."""
+    mixed_precision = resolve_mixed_precision(mixed_precision)
     on_gpu = torch.cuda.is_available()
     if mixed_precision == "fp16" and not on_gpu:
         raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
