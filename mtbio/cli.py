@@ -303,8 +303,11 @@ def stilt(**values: Any) -> None:
 @click.option("--compare-to", metavar="LABEL",
               help="Add a column testing the last column against the column labelled LABEL per task (per-seed Δ, "
                    "paired t-test, as pairwise judges edges).")
+@click.option("--curves", is_flag=True,
+              help="Draw each RUN_DIR's training loss and dev score per task against the step into "
+                   "RUN_DIR/curves.png (from its metrics.jsonl).")
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
-           trivial: bool, data_dir: str | None, compare_to: str | None) -> None:
+           trivial: bool, data_dir: str | None, compare_to: str | None, curves: bool) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -313,6 +316,12 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from pathlib import Path
 
     paths = [Path(p) for p in run_dirs]
+    if curves:
+        from mtbio.reporting.tables import write_curves
+
+        for path in paths:
+            click.echo(f"written: {write_curves(path)}")
+        return
     sweeps = [p for p in paths if (p / "relations.json").exists() or (p / "stilt.json").exists()]
     if sweeps:
         from mtbio.reporting.relations import report_relations

@@ -42,7 +42,12 @@ def test_refine_writes_a_complete_run_directory(tmp_path: Path, tiny_encoder: st
     assert "entity_f1" in results["dev"]["demo-ner"] and "pearson" in results["dev"]["demo-sts"]
     assert (run_dir / "config.yaml").is_file()
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert lines and all(json.loads(line)["split"] == "dev" for line in lines)
+    records = [json.loads(line) for line in lines]
+    assert {r["split"] for r in records} == {"dev", "train"}
+    train = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in train] == [6]  # --log-every 50: the last step only
+    assert set(train[0]["loss"]) == {"demo-ner", "demo-relation", "demo-sts"}
+    assert train[0]["lr"] >= 0 and train[0]["grad_norm"] > 0 and train[0]["examples_per_second"] > 0
     assert results["steps"] == 6 and results["test"] == {}
     assert not list(run_dir.rglob("*.bin")) and not list(run_dir.rglob("*.pt")) and not list(run_dir.rglob("*.pkl"))
 
@@ -225,3 +230,22 @@ def test_losses_are_read_on_the_host_only_every_few_steps(tmp_path: Path, tiny_e
     assert not [r for r in reads if r.endswith("in a step")]
     assert read_at == [warm_up_steps(8), 4, 8]
     assert results["steps"] == 8
+
+
+def test_training_curves_every_log_every_steps_and_their_plot(tmp_path: Path, tiny_encoder: str) -> None:
+    from click.testing import CliRunner
+
+    from mtbio import cli
+
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder, log_every=2, max_steps=5, eval_every=5))
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in train] == [2, 4, 5]  # every 2 steps, and the last
+    # each task's loss is the mean of its own batches since the previous line; 5 steps of 3 tasks
+    assert sum(len(r["loss"]) for r in train) >= 3 and all(v > 0 for r in train for v in r["loss"].values())
+    lrs = [r["lr"] for r in train]
+    assert lrs[0] > lrs[1] > lrs[2]  # linear decay after the warm-up
+    result = CliRunner().invoke(cli.main, ["report", str(run_dir), "--curves"])
+    assert result.exit_code == 0, result.output
+    png = run_dir / "curves.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

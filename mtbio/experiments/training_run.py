@@ -6,7 +6,7 @@ train it, keep the best dev weights, score test once if asked, and write the run
         heads/<task>/       head_config.json + model.safetensors
         tasks/<task>.yml    the resolved task definitions
         config.yaml         the resolved run config
-        metrics.jsonl       one line per evaluation
+        metrics.jsonl       one line per evaluation, and training curves every --log-every steps
         results.json        final scores, stage, throughput
         checkpoints/        resumable training state (safetensors + JSON)
 """

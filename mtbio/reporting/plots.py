@@ -5,6 +5,7 @@
 - `plot_gain_matrix`: heatmap of Δ, rows = target, columns = partner.
 - `plot_stilt_matrix`: seed 000's STILT table as a heatmap, rows = target, columns = baseline then
   each intermediate task, colour = Δ against the baseline, text = score.
+- `plot_training_curves`: one run's per-task training loss and dev score against the step.
 """
 from __future__ import annotations
 
@@ -116,3 +117,29 @@ def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
     _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
              f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
              "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"])
+
+
+def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str], path: Path, title: str) -> None:
+    """Two panels against the step: each task's training loss (metrics.jsonl "train" lines) and each
+    task's dev primary score ("dev" lines; `primary` maps task → metric)."""
+    train = [r for r in records if r.get("split") == "train"]
+    dev = [r for r in records if r.get("split") == "dev"]
+    fig, (loss_ax, dev_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    for task in sorted({t for r in train for t in r["loss"]}):
+        points = [(r["step"], r["loss"][task]) for r in train if task in r["loss"]]
+        loss_ax.plot(*zip(*points), marker="." if len(points) < 30 else None, label=task)
+    loss_ax.set(xlabel="step", ylabel="training loss (mean since the previous point)", title="training loss", yscale="log")
+    for task in sorted({t for r in dev for t in r["scores"]}):
+        points = [(r["step"], r["scores"][task][primary[task]]) for r in dev
+                  if task in r["scores"] and primary.get(task) in r["scores"][task]]
+        if points:
+            dev_ax.plot(*zip(*points), marker="o", label=f"{task} ({primary[task]})")
+    dev_ax.set(xlabel="step", ylabel="dev score", title="dev primary metric")
+    for ax in (loss_ax, dev_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -150,6 +150,20 @@ def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], 
     return out
 
 
+def write_curves(run_dir: Path) -> Path:
+    """RUN_DIR/curves.png: training loss and dev score per task against the step (`mtbio report --curves`)."""
+    from mtbio.reporting.plots import plot_training_curves
+
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        raise MtbioError(f"{run_dir}: no metrics.jsonl (not a run directory)")
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    primary = {p.stem: str(_read_yaml(p).get("metric")) for p in sorted((run_dir / "tasks").glob("*.yml"))}
+    target = run_dir / "curves.png"
+    plot_training_curves(records, primary, target, str(run_dir))
+    return target
+
+
 def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> dict[str, float]:
     """Task → the trivial predictor's primary score on `split` (fitted on the full training set), for
     every task of the runs under `paths`, from the task definitions the runs saved in tasks/."""

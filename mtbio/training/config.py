@@ -84,6 +84,8 @@ class RunConfig(BaseModel):
     compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
                            "takes a minute or more before the first step).")
 
+    log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
+                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1)
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.")
     save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1)

@@ -40,6 +40,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import (all_processes, any_process, log_micro_batch, min_over_processes,
                                         on_main_then_share)
+from mtbio.training.curves import TrainingCurves
 from mtbio.training.loss_queue import LossQueue, first_non_finite, read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 
@@ -169,6 +170,7 @@ class Trainer:
         self.losses = LossQueue()
         self.read_every = read_interval(accelerator.device)
         self.last_loss: float | None = None  # mean loss of the steps up to the last host read
+        self.curves = TrainingCurves()
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
         # --sub-batches: per train example, the terms it adds to its head's mean loss (labelled tokens
@@ -263,8 +265,13 @@ class Trainer:
         task_name = self._optimizer_step(micro)
         self.state.global_step += 1
         step, warm = self.state.global_step, warm_up_steps(self.total_steps)
-        if step % self.read_every == 0 or step in (warm, self.total_steps):
+        log_now = step % self.config.log_every == 0 or step == self.total_steps
+        if log_now or step % self.read_every == 0 or step in (warm, self.total_steps):
             self.read_losses()
+        if log_now:
+            lr = float(self.scheduler.get_last_lr()[0])
+            self.write_metrics(self.curves.record(step, self.state.epoch, lr, self.state.examples_seen,
+                                                  self.state.train_seconds))
         if step == warm:  # just read: the clock has caught up with the device
             self.state.warm = {"steps": step, "examples": self.state.examples_seen,
                                "seconds": self.state.train_seconds}
@@ -290,6 +297,7 @@ class Trainer:
             raise MtbioError(f"{self._describe_batch(entry.step, entry.task, entry.indices)}; check these examples' "
                              "labels, lower --lr, or pass --skip-nonfinite")
         self.last_loss = sum(values) / len(values)
+        self.curves.add_losses(entries, values)
 
     def evaluate(self, split: str) -> dict[str, dict[str, float]]:
         """Score every task on `split` with the current weights.
@@ -335,9 +343,13 @@ class Trainer:
         return scores
 
     def log_metrics(self, split: str, scores: dict[str, dict[str, float]], **extra: Any) -> None:
+        self.write_metrics({"step": self.state.global_step, "epoch": self.state.epoch, "split": split,
+                            "scores": scores, **extra})
+
+    def write_metrics(self, record: dict[str, Any]) -> None:
+        """Append one line to metrics.jsonl (main process only)."""
         if not self.accelerator.is_main_process:
             return
-        record = {"step": self.state.global_step, "epoch": self.state.epoch, "split": split, "scores": scores, **extra}
         with (self.run_dir / "metrics.jsonl").open("a") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -362,7 +374,9 @@ class Trainer:
                 skipped = True  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
                 break
         if not skipped:
-            self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            if norm is not None:
+                self.curves.add_grad_norm(norm)
             self.optimizer.step()
         self.scheduler.step()  # the schedule follows the step count, skipped or not
         self.optimizer.zero_grad(set_to_none=True)
