@@ -13,15 +13,19 @@ from mtbio.experiments.demo import SAMPLE_DIR
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _run_script(name: str, cwd: Path, train_args: str, **settings: str) -> subprocess.CompletedProcess:
+    """examples/<name> with its settings in the environment, the demo task definitions and one thread."""
+    env = dict(os.environ, DATA_DIR=str(SAMPLE_DIR), MTBIO=str(Path(sys.executable).parent / "mtbio"),
+               TRAIN_ARGS=f"{train_args} --task-defs {SAMPLE_DIR / 'task_defs'}", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1", **settings)
+    return subprocess.run(["bash", str(REPO / "examples" / name)], cwd=cwd, env=env, capture_output=True, text=True)
+
+
 def test_stabilization_bioasq_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     report = tmp_path / "table.md"
-    env = dict(os.environ, TASK="demo-nli", DATA_DIR=str(SAMPLE_DIR), ENCODER=tiny_encoder, SEEDS="2",
-               OUT=str(tmp_path / "runs"), REPORT=str(report), FREEZE="1", REINIT="1",
-               TRAIN_ARGS=f"--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 24 "
-                          f"--task-defs {SAMPLE_DIR / 'task_defs'}",
-               MTBIO=str(Path(sys.executable).parent / "mtbio"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run(["bash", str(REPO / "examples" / "stabilization_bioasq.sh")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    done = _run_script("stabilization_bioasq.sh", tmp_path, "--max-steps 2 --max-length 32 --batch-size 8 "
+                       "--max-train-examples 24", TASK="demo-nli", ENCODER=tiny_encoder, SEEDS="2",
+                       OUT=str(tmp_path / "runs"), REPORT=str(report), FREEZE="1", REINIT="1")
     assert done.returncode == 0, done.stderr[-2000:]
     text = report.read_text()
     assert "| type | task (metric) | standard | freeze | layerwise-decay | reinit |" in text
@@ -39,13 +43,10 @@ def test_stabilization_bioasq_script_in_tiny_mode(tmp_path: Path, tiny_encoder: 
 def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts, and a
     rerun on a 'new machine' (weights gone) that trains nothing because every cell's results are kept."""
-    env = dict(os.environ, TASKS="demo-relation,demo-ner", DATA_DIR=str(SAMPLE_DIR), ENCODER=tiny_encoder,
-               OUT=str(tmp_path / "runs"), RESULTS=str(tmp_path / "results"), SEEDS="1 2", SPLITS="dev",
-               TRAIN_ARGS=f"--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16 "
-                          f"--task-defs {SAMPLE_DIR / 'task_defs'}",
-               MTBIO=str(Path(sys.executable).parent / "mtbio"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    script = ["bash", str(REPO / "examples" / "mtbert_biomedical.sh")]
-    done = subprocess.run(script, cwd=tmp_path, env=env, capture_output=True, text=True)
+    settings = dict(TASKS="demo-relation,demo-ner", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
+                    RESULTS=str(tmp_path / "results"), SEEDS="1 2", SPLITS="dev")
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
+    done = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
     assert done.returncode == 0, done.stderr[-2000:]
     table = (tmp_path / "results" / "table-dev.md").read_text()
     assert "| trivial | single-task | mt-refinement | mt-fine-tune | Δ mt-fine-tune − single-task (verdict) |" in table
@@ -58,7 +59,7 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
     import shutil
 
     shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
-    again = subprocess.run(script, cwd=tmp_path, env=env, capture_output=True, text=True)
+    again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0, again.stderr[-2000:]
     assert not (tmp_path / "runs").exists()  # nothing was retrained
     assert (tmp_path / "results" / "table-dev.md").read_text() == table
@@ -66,12 +67,9 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
 
 def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """Two learning rates on one task: a run per lr, the table of dev scores per epoch, the best one marked."""
-    env = dict(os.environ, TASKS="demo-relation", LRS="1e-4 1e-3", DATA_DIR=str(SAMPLE_DIR), OUT=str(tmp_path / "s"),
-               TRAIN_ARGS=f"--encoder {tiny_encoder} --epochs 2 --max-length 32 --batch-size 8 --max-train-examples 16 "
-                          f"--task-defs {SAMPLE_DIR / 'task_defs'}",
-               MTBIO=str(Path(sys.executable).parent / "mtbio"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run(["bash", str(REPO / "examples" / "recipe_search.sh")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    done = _run_script("recipe_search.sh", tmp_path, f"--encoder {tiny_encoder} --epochs 2 --max-length 32 "
+                       "--batch-size 8 --max-train-examples 16", TASKS="demo-relation", LRS="1e-4 1e-3",
+                       OUT=str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| demo-relation")]
     assert [r.split("|")[2].strip() for r in rows] == ["1e-4", "1e-3"]

@@ -278,3 +278,21 @@ def test_sweep_under_accelerate_launch_runs_each_cell_once(
     assert "Traceback" not in done.stderr
     assert done.stdout.count("[1/3] baseline kw-few, seed 42") == 1 and done.stdout.count("most helpful partner") == 1
     assert len(list((tmp_path / "s").rglob("results.json"))) == 3 and (tmp_path / "s" / "relations.json").is_file()
+
+
+def test_the_time_estimate_counts_steps_as_the_trainer_does(tmp_path: Path) -> None:
+    """Per-task rounding: 33 + 33 examples at batch 32 are 2 + 2 batches an epoch, not ceil(66 / 32) = 3."""
+    from mtbio.experiments.sweep import Cell, cell_work
+    from mtbio.training.config import RunConfig
+    from mtbio.training.trainer import build_sampler, run_length
+
+    config = RunConfig(batch_size=32, epochs=2, eval_test=True)
+    sizes = {"a": {"train": 33, "dev": 10, "test": 5}, "b": {"train": 40, "dev": 7, "test": 1}}
+    cell = Cell("pair", ("a", "b"), 42, tmp_path / "c", "refine", 5e-5)
+    work = cell_work(cell, config.model_copy(update={"max_train_examples": 33}), sizes)
+    steps_per_epoch, total = run_length(config, len(build_sampler(config, {"a": [1] * 33, "b": [1] * 33})))
+    assert (steps_per_epoch, total) == (4, 8)
+    assert work.train_examples == 2 * 66 and work.eval_examples == 2 * (10 + 7) + (5 + 1)
+    ratio = config.model_copy(update={"mixer": "ratio", "main_task": "a", "aux_ratio": 2.0})
+    # 2 main-task batches (32 + 1) and 4 auxiliary ones, cycling over b's two (32 + 8), an epoch
+    assert cell_work(cell, ratio, sizes).train_examples == 2 * (33 + 2 * (32 + 8))

@@ -31,7 +31,7 @@ from mtbio.experiments.training_run import train_tasks
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
-from mtbio.training.trainer import make_accelerator
+from mtbio.training.trainer import build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
 # dynamic padding (see shared/docs/cpu-stack.md: 8-26 examples/s training, 37-114 inference).
@@ -192,12 +192,13 @@ class CellWork:
 
 def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
-    per_epoch = sum(min(sizes[t].get("train", 0), config.max_train_examples or math.inf) for t in cell.tasks)
-    per_epoch = int(per_epoch)
-    batch = config.batch_size * config.grad_accum
-    steps_per_epoch = max(1, math.ceil(per_epoch / batch))
-    total_steps = config.max_steps or steps_per_epoch * config.epochs
-    train = per_epoch * config.epochs if config.max_steps is None else total_steps * batch
+    run = cell_config(config, cell)
+    counts = {t: int(min(sizes[t].get("train", 0), config.max_train_examples or math.inf)) for t in cell.tasks}
+    # the trainer's own batch plan, on stand-in lengths (only the counts decide its length)
+    plan = build_sampler(run, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
+    steps_per_epoch, total_steps = run_length(run, len(plan))
+    epoch_examples = sum(len(indices) for _, indices in plan)
+    train = (epoch_examples * total_steps) // steps_per_epoch
     evaluations = math.ceil(total_steps / config.eval_every) if config.eval_every else math.ceil(total_steps / steps_per_epoch)
     dev = sum(sizes[t].get("dev", 0) for t in cell.tasks)
     test = sum(sizes[t].get("test", 0) for t in cell.tasks) if config.eval_test else 0

@@ -57,6 +57,13 @@ def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
                                  main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
 
 
+def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
+    """(optimizer steps per epoch, optimizer steps in all) of a run whose mixer plans `epoch_batches`
+    batches an epoch: the one count the trainer runs and the sweep's time estimate uses."""
+    per_epoch = max(1, math.ceil(epoch_batches / config.grad_accum))
+    return per_epoch, config.max_steps or per_epoch * config.epochs
+
+
 def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) -> set[str]:
     """The tasks whose training batches run as packed rows: with --packing (the default), those
     with a per-token head, if the encoder gives the same hidden states packed as unpacked."""
@@ -185,8 +192,7 @@ class Trainer:
             model.encoder.compile()
         self.position_offset = position_offset(model.encoder)
         self.sampler = build_sampler(config, lengths, self.packed)
-        self.steps_per_epoch = max(1, math.ceil(len(self.sampler) / config.grad_accum))
-        self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
+        self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
         optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
