@@ -210,11 +210,11 @@ def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, dat
     import json
     from pathlib import Path
 
-    from mtbio.experiments.evaluate import evaluate_paths, format_table
+    from mtbio.experiments.evaluate import evaluate_paths, format_evaluation_table
     from mtbio.tasks.loading import resolve_data_dir
 
     table = evaluate_paths([Path(p) for p in run_dirs], split, resolve_data_dir(data_dir), tasks or (), batch_size)
-    click.echo(format_table(table))
+    click.echo(format_evaluation_table(table))
     target = Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json"
     target.write_text(json.dumps(table, indent=2) + "\n")
     click.echo(f"\nwritten: {target}")
@@ -245,10 +245,10 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
     from pathlib import Path
 
     from mtbio.experiments.demo import run_demo
-    from mtbio.experiments.evaluate import format_table
+    from mtbio.experiments.evaluate import format_evaluation_table
 
     table = run_demo(Path(output), encoder, epochs)
-    click.echo("\n" + format_table(table))
+    click.echo("\n" + format_evaluation_table(table))
 
 
 # ---- sweeps: task relations (pairwise MTL, STILT) ------------------------------------------------

@@ -271,7 +271,7 @@ def test_seeds_runs_report_and_evaluate(tmp_path: Path, tiny_encoder: str) -> No
 
     from mtbio import cli
     from mtbio.experiments.demo import SAMPLE_DIR
-    from mtbio.experiments.evaluate import evaluate_paths, format_table
+    from mtbio.experiments.evaluate import evaluate_paths, format_evaluation_table
     from mtbio.experiments.finetune import finetune
 
     runs = finetune(_demo_config(tmp_path, tiny_encoder, seeds=2, output=str(tmp_path / "base")))
@@ -282,7 +282,7 @@ def test_seeds_runs_report_and_evaluate(tmp_path: Path, tiny_encoder: str) -> No
     table = evaluate_paths([tmp_path / "base"], "dev", SAMPLE_DIR)
     [row] = table["rows"]
     assert row["n_runs"] == {"demo-nli": 2} and row["primary"]["demo-nli"] == pytest.approx(sum(values) / 2)
-    assert "±" in format_table(table)
+    assert "±" in format_evaluation_table(table)
 
     out = tmp_path / "report.md"
     result = CliRunner().invoke(cli.main, ["report", str(tmp_path / "base"), str(tmp_path / "frozen"),

@@ -124,7 +124,7 @@ def evaluate_paths(
     return table
 
 
-def format_table(table: dict[str, Any]) -> str:
+def format_evaluation_table(table: dict[str, Any]) -> str:
     """A plain-text table: rows = runs, columns = tasks, then the plain average, the BLUE average and
     the BLURB score (each over its own benchmark's tasks; `*` marks a partial one, listed below)."""
     tasks = table["tasks"]

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
-from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
+from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, cell_score,
                                      processes, record_protocol, run_cells, seeds_of)
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
@@ -46,13 +46,13 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
     for cell in cells:
         for split in splits:
             if cell.kind == "baseline":
-                score = primary_score(cell, by_name[cell.tasks[0]], split)
+                score = cell_score(cell, by_name[cell.tasks[0]], split)
                 if score is not None:
                     baseline[split][cell.tasks[0]][cell.seed] = score
                 continue
             for target in cell.tasks:
                 partner = next(t for t in cell.tasks if t != target)
-                score = primary_score(cell, by_name[target], split)
+                score = cell_score(cell, by_name[target], split)
                 if score is not None:
                     together[split].setdefault((partner, target), {})[cell.seed] = score
     metrics = {t.name: t.metric for t in tasks}

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for
 from mtbio.experiments.pairwise import sweep_dir_for
-from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, primary_score,
+from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, cell_score,
                                      processes, record_protocol, run_cells, seeds_of)
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
@@ -53,7 +53,7 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
     transferred: dict[tuple[str, str], dict[int, float]] = {}
     for cell in cells:
         target = cell.tasks[0]
-        score = primary_score(cell, by_name[target])
+        score = cell_score(cell, by_name[target])
         if score is None:
             continue
         if cell.kind == "baseline" and target in baseline:

@@ -88,7 +88,7 @@ def read_results(cell: Cell) -> dict[str, Any]:
         raise MtbioError(f"{cell.results_path}: cannot read ({exc}); delete the cell directory and rerun") from None
 
 
-def primary_score(cell: Cell, task: TaskDef, split: str = "dev") -> float | None:
+def cell_score(cell: Cell, task: TaskDef, split: str = "dev") -> float | None:
     """The task's primary metric in a finished cell (None if the split was not scored)."""
     scores = read_results(cell).get(split, {}).get(task.name)
     return None if scores is None else float(scores[task.metric])

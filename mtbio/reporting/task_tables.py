@@ -32,7 +32,7 @@ def tasks_table(data_dir: Path | None, domain: str | None = None, extra_dirs: It
     _require_dir(data_dir)
     catalog = load_catalog(extra_dirs)
     selected = catalog.resolve(domain=domain) if domain else list(catalog.tasks.values())
-    return format_table([task_row(t, data_dir) for t in selected])
+    return format_tasks_table([task_row(t, data_dir) for t in selected])
 
 
 def _require_dir(data_dir: Path | None) -> None:
@@ -57,7 +57,7 @@ def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
     return row
 
 
-def format_table(rows: list[TaskRow]) -> str:
+def format_tasks_table(rows: list[TaskRow]) -> str:
     """A plain-text table, one task per line."""
     header = ["task", "type", "category", "domain", "labels", "train", "dev", "test", "status"]
     lines = [header]
