@@ -36,8 +36,13 @@ class _Group(click.Group):
 
 @click.group(cls=_Group)
 @click.version_option(package_name="mtbio")
-def main() -> None:
+@click.option("-v", "--verbose", count=True, help="More log lines (debug).")
+@click.option("-q", "--quiet", count=True, help="Warnings and errors only.")
+def main(verbose: int, quiet: int) -> None:
     """Multi-task learning on biomedical and clinical text."""
+    from mtbio.logs import configure_console
+
+    configure_console(verbose - quiet)
 
 
 # ---- mtbio tasks ... (task definitions and data) ---------------------------------------------

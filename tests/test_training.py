@@ -249,3 +249,21 @@ def test_training_curves_every_log_every_steps_and_their_plot(tmp_path: Path, ti
     assert result.exit_code == 0, result.output
     png = run_dir / "curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_log_lines_reach_the_terminal_and_the_runs_run_log(tmp_path: Path, tiny_encoder: str) -> None:
+    """INFO lines (here: truncation counts, the resume point) show on stderr and stay in run.log; -q hides them."""
+    mtbio = str(Path(sys.executable).parent / "mtbio")
+    args = ["finetune", "--task", "demo-nli", "--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR),
+            "--encoder", tiny_encoder, "--max-steps", "2", "--batch-size", "8", "--max-train-examples", "16",
+            "--max-length", "12", "--output", str(tmp_path / "run")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    first = subprocess.run([mtbio, *args], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "examples truncated" in first.stderr
+    log = (tmp_path / "run" / "demo-nli" / "run.log").read_text()
+    assert "demo-nli/train:" in log and "examples truncated" in log and " INFO " in log
+    again = subprocess.run([mtbio, "-q", *args, "--max-steps", "3", "--resume"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed from" not in again.stderr  # -q: warnings only on the terminal ...
+    assert "resumed from" in (tmp_path / "run" / "demo-nli" / "run.log").read_text()  # ... the log keeps it all

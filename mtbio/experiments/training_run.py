@@ -7,6 +7,7 @@ train it, keep the best dev weights, score test once if asked, and write the run
         tasks/<task>.yml    the resolved task definitions
         config.yaml         the resolved run config
         metrics.jsonl       one line per evaluation, and training curves every --log-every steps
+        run.log             the run's log lines (truncation, packing, resume point, warnings)
         results.json        final scores, stage, throughput
         checkpoints/        resumable training state (safetensors + JSON)
 """
@@ -23,6 +24,7 @@ from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
+from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
@@ -64,7 +66,16 @@ def train_tasks(
     stage: str,
     data_dir: Path | None,
 ) -> dict[str, Any]:
-    """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content."""
+    """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content.
+
+    The `mtbio` logger's INFO lines of the run (truncation, packing, resume point, skipped batches,
+    warnings) go to `run_dir/run.log` too."""
+    with run_log() as log_file:
+        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file)
+
+
+def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
+                 stage: str, data_dir: Path | None, log_file: RunLogHandler) -> dict[str, Any]:
     accelerator = make_accelerator(config.mixed_precision)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
@@ -89,6 +100,7 @@ def train_tasks(
     if accelerator.is_main_process:  # created only once data and model have loaded
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+            log_file.attach(run_dir / "run.log")
             write_task_defs(tasks, run_dir / "tasks")
             save_config(config, run_dir / "config.yaml")
         except OSError as exc:
