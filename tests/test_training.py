@@ -267,3 +267,51 @@ def test_log_lines_reach_the_terminal_and_the_runs_run_log(tmp_path: Path, tiny_
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resumed from" not in again.stderr  # -q: warnings only on the terminal ...
     assert "resumed from" in (tmp_path / "run" / "demo-nli" / "run.log").read_text()  # ... the log keeps it all
+
+
+def test_trackers_get_the_config_and_the_same_scalars_as_metrics_jsonl(tmp_path: Path, tiny_encoder: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--report-to goes through Accelerate's trackers: init with the run's config, log every metrics.jsonl line."""
+    from accelerate.tracking import GeneralTracker
+
+    from mtbio.experiments import training_run
+    from mtbio.training import trainer
+
+    class Recorder(GeneralTracker):
+        name = "recorder"
+        requires_logging_directory = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config: dict | None = None
+            self.logs: list[tuple[int, dict]] = []
+            self.finished = False
+
+        @property
+        def tracker(self) -> "Recorder":
+            return self
+
+        def store_init_configuration(self, values: dict) -> None:
+            self.config = values
+
+        def log(self, values: dict, step: int | None = None, **kwargs: object) -> None:
+            self.logs.append((step, values))
+
+        def finish(self) -> None:
+            self.finished = True
+
+    recorder = Recorder()
+    monkeypatch.setattr(training_run, "make_accelerator",
+                        lambda precision, report_to, project_dir: trainer.make_accelerator(precision, [recorder]))
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder, log_every=3, eval_test=False))
+    assert recorder.config is not None and recorder.config["batch_size"] == 8 and recorder.config["stage"] == "refine"
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [step for step, _ in recorder.logs] == [r["step"] for r in lines]
+    train = set().union(*(values for _, values in recorder.logs if "train/lr" in values))
+    assert {"train/loss/demo-ner", "train/loss/demo-sts", "train/grad_norm", "train/examples_per_second"} <= train
+    dev = recorder.logs[-1][1]
+    assert dev["dev/demo-ner/entity_f1"] == lines[-1]["scores"]["demo-ner"]["entity_f1"]
+    assert recorder.finished
+    with pytest.raises(Exception, match="unknown tracker"):
+        RunConfig(report_to=["tensorbored"])
+    assert RunConfig(report_to=["none"]).report_to == []

@@ -76,7 +76,7 @@ def train_tasks(
 
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
                  stage: str, data_dir: Path | None, log_file: RunLogHandler) -> dict[str, Any]:
-    accelerator = make_accelerator(config.mixed_precision)
+    accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
@@ -109,6 +109,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
 
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir))
+    if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
+        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()}
+        accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
     started = time.time()
     state = trainer.train()
     accelerator.wait_for_everyone()
@@ -141,4 +144,6 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         if test:
             trainer.log_metrics("test", test)
         (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if accelerator.log_with:
+        accelerator.end_training()
     return results

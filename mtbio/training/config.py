@@ -84,6 +84,11 @@ class RunConfig(BaseModel):
     compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
                            "takes a minute or more before the first step).")
 
+    report_to: list[str] = option([], "Experiment trackers that also get the run's config and metrics, through "
+                                  "Accelerate: tensorboard, wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, "
+                                  "swanlab (comma-separated; each needs its package installed, e.g. "
+                                  "pip install 'mtbio[tensorboard]'). metrics.jsonl is always written.",
+                                  comma=True, shown="none")
     log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
                             "learning rate, gradient norm, examples/s (and at the last step).", ge=1)
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1)
@@ -112,6 +117,18 @@ class RunConfig(BaseModel):
     min_delta: float = option(0.01, "Smallest |mean Δ| that counts as an effect.", group="sweep", ge=0)
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks.", group="stilt", comma=True, shown="--tasks/--domain")
+
+    @field_validator("report_to")
+    @classmethod
+    def _known_trackers(cls, names: list[str]) -> list[str]:
+        from accelerate.utils import LoggerType
+
+        known = [t.value for t in LoggerType if t.value != "all"]
+        names = [] if names == ["none"] else names
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown tracker(s) {', '.join(unknown)} (known: none, {', '.join(known)})")
+        return names
 
     @field_validator("mixer")
     @classmethod

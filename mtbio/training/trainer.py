@@ -57,6 +57,18 @@ def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
                                  main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
 
 
+def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """A metrics.jsonl line as flat tracker scalars: train/loss/<task>, train/lr, ..., dev/<task>/<metric>."""
+    split = record["split"]
+    if split == "train":
+        out = {f"train/loss/{task}": value for task, value in record["loss"].items()}
+        out.update({f"train/{key}": record[key] for key in ("lr", "grad_norm", "examples_per_second")
+                    if record.get(key) is not None})
+        return out
+    return {f"{split}/{task}/{metric}": value for task, scores in record["scores"].items()
+            for metric, value in scores.items()}
+
+
 def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
     """(optimizer steps per epoch, optimizer steps in all) of a run whose mixer plans `epoch_batches`
     batches an epoch: the one count the trainer runs and the sweep's time estimate uses."""
@@ -95,8 +107,11 @@ def resolve_mixed_precision(flag: str | None) -> str:
     return flag
 
 
-def make_accelerator(mixed_precision: str | None) -> Accelerator:
-    """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32."""
+def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
+                     project_dir: Path | None = None) -> Accelerator:
+    """Accelerator for this machine; refuses fp16 where Accelerate would silently run fp32.
+    `report_to`: tracker names (or `GeneralTracker` objects) for `accelerator.log`, writing under
+    `project_dir` where the tracker writes files."""
     mixed_precision = resolve_mixed_precision(mixed_precision)
     on_gpu = torch.cuda.is_available()
     if mixed_precision == "fp16" and not on_gpu:
@@ -109,7 +124,8 @@ def make_accelerator(mixed_precision: str | None) -> Accelerator:
 
     # Heads that a step does not use get no gradient; DDP must not wait for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    accelerator = Accelerator(mixed_precision=mixed_precision, cpu=not on_gpu, kwargs_handlers=[ddp])
+    accelerator = Accelerator(mixed_precision=mixed_precision, cpu=not on_gpu, kwargs_handlers=[ddp],
+                              log_with=list(report_to) or None, project_dir=project_dir)
     if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         raise MtbioError(f"accelerate config: {accelerator.distributed_type.value} is not supported; mtbio trains "
                          "with data parallelism (DDP: distributed_type MULTI_GPU or MULTI_CPU, see README)")
@@ -353,7 +369,9 @@ class Trainer:
                             "scores": scores, **extra})
 
     def write_metrics(self, record: dict[str, Any]) -> None:
-        """Append one line to metrics.jsonl (main process only)."""
+        """Append one line to metrics.jsonl (main process only) and send its scalars to the trackers."""
+        if self.accelerator.trackers:
+            self.accelerator.log(tracker_scalars(record), step=record["step"])
         if not self.accelerator.is_main_process:
             return
         with (self.run_dir / "metrics.jsonl").open("a") as handle:
