@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetInfo, Features, List, Value, load_from_disk
+from tqdm import tqdm
 
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
@@ -69,7 +70,8 @@ def featurize(
         raise TypeError("featurize needs a fast (Rust) tokenizer: word_ids() is used for tag alignment")
     max_length = _effective_max_length(task, tokenizer, max_length)
     columns: dict[str, list[Any]] = {}
-    for start in range(0, len(examples), _CHUNK):
+    chunks = range(0, len(examples), _CHUNK)
+    for start in tqdm(chunks, desc=f"tokenize {task.name}", unit="chunk", leave=False, disable=len(chunks) < 4):
         chunk = examples[start : start + _CHUNK]
         part = _featurize_tagging(chunk, task, tokenizer, max_length) if task.type == "tagging" else (
             _featurize_text(chunk, task, tokenizer, max_length)

@@ -5,10 +5,14 @@ import contextlib
 from typing import Any, Callable, ContextManager
 
 import torch
+from tqdm import tqdm
 
 from mtbio.data.collate import pad_multiple_for, to_device
 from mtbio.data.pipeline import SplitData
 from mtbio.model.multitask import MultiTaskModel
+
+
+PROGRESS_MIN_EXAMPLES = 1000  # smaller splits finish before a bar would tell anything
 
 
 @torch.no_grad()
@@ -20,16 +24,20 @@ def predict_split(
     batch_size: int = 64,
     device: torch.device | str = "cpu",
     autocast: Callable[[], ContextManager[Any]] | None = None,
+    progress: bool = True,
 ) -> list[Any]:
     """Predictions for every example of `data`, in the examples' order.
 
     `autocast` makes a fresh mixed-precision context per batch (e.g. `accelerator.autocast`).
+    `progress`: a progress bar (examples) on splits of more than PROGRESS_MIN_EXAMPLES examples.
     """
     was_training = model.training
     model.eval()
     head = model.heads[task]
     predictions: list[Any] = [None] * len(data)
     multiple = pad_multiple_for(device)
+    bar = tqdm(total=len(data), desc=f"predict {task}", unit="ex", leave=False, dynamic_ncols=True,
+               disable=not progress or len(data) <= PROGRESS_MIN_EXAMPLES)
     try:
         for indices in data.eval_batches(batch_size):
             batch = to_device(data.batch(indices, pad_token_id, multiple), torch.device(device))
@@ -38,6 +46,8 @@ def predict_split(
                 logits = model(task, **batch).logits
             for index, prediction in zip(indices, head.decode(logits, batch)):
                 predictions[index] = prediction
+            bar.update(len(indices))
     finally:
+        bar.close()
         model.train(was_training)
     return predictions

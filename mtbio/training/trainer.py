@@ -337,7 +337,8 @@ class Trainer:
                 continue
             part = data.splits[split]
             predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
-                                        self.accelerator.device, self.accelerator.autocast)
+                                        self.accelerator.device, self.accelerator.autocast,
+                                        progress=self.accelerator.is_main_process)
             gold = [ex.label for ex in part.examples]
             groups = [ex.group for ex in part.examples]
             results[name] = score_task(data.task, gold, predictions, groups)
