@@ -295,6 +295,21 @@ def stilt(**values: Any) -> None:
 
 
 @main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--task", required=True, help="The task whose head to export.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+def export(run_dir: str, task: str, output: str) -> None:
+    """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card)."""
+    from pathlib import Path
+
+    from mtbio.experiments.export import export_task
+
+    target = export_task(Path(run_dir), task, Path(output))
+    click.echo(f"written: {target} (loads with transformers' AutoModelFor*.from_pretrained and pipeline(); "
+               "the export's logits were checked against the run's)")
+
+
+@main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")

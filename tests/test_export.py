@@ -1,0 +1,74 @@
+"""`mtbio export`: a task of a run becomes an AutoModelFor* directory that plain transformers loads, in a
+fresh process, with the labels, the same predictions as mtbio and a model card."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mtbio import cli
+from mtbio.experiments.demo import SAMPLE_DIR
+from mtbio.experiments.finetune import finetune
+from mtbio.training.config import RunConfig
+
+DEFS = str(SAMPLE_DIR / "task_defs")
+
+
+def _train(tmp_path: Path, encoder: str, task: str, task_defs: list[str]) -> Path:
+    config = RunConfig(tasks=[task], task_defs=task_defs, data_dir=str(SAMPLE_DIR), encoder=encoder, max_steps=30,
+                       batch_size=16, lr=1e-3, max_length=48, output=str(tmp_path / "run"), mixed_precision="no")
+    [(run_dir, _)] = finetune(config)
+    return run_dir
+
+
+def test_tagging_task_exports_to_a_token_classifier_that_pipeline_loads(tmp_path: Path, tiny_encoder: str) -> None:
+    run_dir = _train(tmp_path, tiny_encoder, "demo-ner", [DEFS])
+    out = tmp_path / "export"
+    result = CliRunner().invoke(cli.main, ["export", str(run_dir), "--task", "demo-ner", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    assert config["id2label"]["0"] == "O" and "B-Chemical" in config["label2id"]
+    card = (out / "README.md").read_text()
+    assert "AutoModelForTokenClassification" in card and "entity_f1" in card and tiny_encoder in card
+    words = ["Aspirin", "relieved", "the", "headache", "."]
+    mtbio_tags = __import__("mtbio").load(run_dir).predict("demo-ner", [words])[0]
+    # a fresh process with no mtbio import: transformers alone
+    script = (f"import json; from transformers import AutoModelForTokenClassification, AutoTokenizer\n"
+              f"m = AutoModelForTokenClassification.from_pretrained({str(out)!r}).eval()\n"
+              f"t = AutoTokenizer.from_pretrained({str(out)!r})\n"
+              f"e = t({words!r}, is_split_into_words=True, return_tensors='pt')\n"
+              f"ids = m(**e).logits[0].argmax(-1).tolist(); seen = set(); tags = []\n"
+              f"for i, w in enumerate(e.word_ids()):\n"
+              f"    if w is not None and w not in seen: seen.add(w); tags.append(m.config.id2label[ids[i]])\n"
+              f"print(json.dumps(tags))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == mtbio_tags
+
+
+def test_sentence_task_exports_through_the_pooler_and_cls_heads_are_refused(tmp_path: Path, tiny_encoder: str) -> None:
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    text = (SAMPLE_DIR / "task_defs" / "demo-relation.yml").read_text()
+    (defs / "demo-relation.yml").write_text(text + "pooling: pooler\n")
+    run_dir = _train(tmp_path, tiny_encoder, "demo-relation", [str(defs)])
+    out = tmp_path / "export"
+    result = CliRunner().invoke(cli.main, ["export", str(run_dir), "--task", "demo-relation", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model=str(out))
+    sentence = "@DRUG$ increases the plasma concentration of @DRUG$ ."
+    expected = __import__("mtbio").load(run_dir).predict("demo-relation", [sentence])[0]
+    assert classify(sentence)[0]["label"] == expected
+    assert json.loads((out / "config.json").read_text())["problem_type"] == "single_label_classification"
+
+    cls_run = _train(tmp_path / "cls", tiny_encoder, "demo-relation", [DEFS])
+    refused = CliRunner().invoke(cli.main, ["export", str(cls_run), "--task", "demo-relation", "--output",
+                                            str(tmp_path / "no")])
+    assert refused.exit_code == 2 and "pooling: cls" in refused.output and "pooling: pooler" in refused.output
