@@ -37,7 +37,7 @@ class _Group(click.Group):
 @click.group(cls=_Group)
 @click.version_option(package_name="mtbio")
 @click.option("-v", "--verbose", count=True, help="More log lines (debug).")
-@click.option("-q", "--quiet", count=True, help="Warnings and errors only.")
+@click.option("-q", "--quiet", count=True, help="Errors and results only: no log lines, no progress bars.")
 def main(verbose: int, quiet: int) -> None:
     """Multi-task learning on biomedical and clinical text."""
     from mtbio.logs import configure_console

@@ -30,17 +30,28 @@ class TqdmHandler(logging.Handler):
             self.handleError(record)
 
 
+_BARS = True  # progress bars on (off with `mtbio -q`)
+
+
+def bars_enabled() -> bool:
+    """Whether mtbio's progress bars are shown (the CLI's -q turns them off)."""
+    return _BARS
+
+
 def is_main_process() -> bool:
     """Rank 0 (or no distributed launch at all), from the launcher's environment."""
     return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
 
 
 def configure_console(verbosity: int) -> None:
-    """INFO and above to the terminal (DEBUG with verbosity > 0, WARNING with < 0); main process only."""
+    """INFO and above to the terminal (DEBUG with verbosity > 0; with < 0 errors only and no progress
+    bars); main process only."""
+    global _BARS
+    _BARS = verbosity >= 0
     logger = logging.getLogger(LOGGER)
     for handler in [h for h in logger.handlers if isinstance(h, TqdmHandler)]:
         logger.removeHandler(handler)
-    level = logging.DEBUG if verbosity > 0 else logging.WARNING if verbosity < 0 else logging.INFO
+    level = logging.DEBUG if verbosity > 0 else logging.ERROR if verbosity < 0 else logging.INFO
     handler = TqdmHandler(level=level if is_main_process() else logging.ERROR)
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s" if level > logging.INFO else "%(message)s"))
     logger.addHandler(handler)

@@ -265,7 +265,8 @@ def test_log_lines_reach_the_terminal_and_the_runs_run_log(tmp_path: Path, tiny_
     assert "demo-nli/train:" in log and "examples truncated" in log and " INFO " in log
     again = subprocess.run([mtbio, "-q", *args, "--max-steps", "3", "--resume"], capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "resumed from" not in again.stderr  # -q: warnings only on the terminal ...
+    assert "resumed from" not in again.stderr and "train:" not in again.stderr  # -q: no log lines, no bars ...
+    assert again.stderr == "" and "single-task run:" in again.stdout  # ... but the results
     assert "resumed from" in (tmp_path / "run" / "demo-nli" / "run.log").read_text()  # ... the log keeps it all
 
 
@@ -315,3 +316,18 @@ def test_trackers_get_the_config_and_the_same_scalars_as_metrics_jsonl(tmp_path:
     with pytest.raises(Exception, match="unknown tracker"):
         RunConfig(report_to=["tensorbored"])
     assert RunConfig(report_to=["none"]).report_to == []
+
+
+def test_accelerate_launch_precision_is_used_without_the_flag(tmp_path: Path, tiny_encoder: str) -> None:
+    """`accelerate launch --mixed_precision bf16 -m mtbio finetune ...` trains in bf16 (CPUs with bf16 only)."""
+    if not getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)():
+        pytest.skip("this CPU has no bf16")
+    launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--cpu", "--num_processes", "1",
+              "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "-m", "mtbio"]
+    args = ["finetune", "--task", "demo-nli", "--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR), "--encoder",
+            tiny_encoder, "--max-steps", "1", "--batch-size", "4", "--max-train-examples", "8", "--max-length", "32",
+            "--output", str(tmp_path / "run")]
+    done = subprocess.run([*launch, *args], capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "demo-nli" / "results.json").read_text())["mixed_precision"] == "bf16"

@@ -36,6 +36,7 @@ from tqdm import tqdm
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
+from mtbio.logs import bars_enabled
 from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def featurize(
     max_length = _effective_max_length(task, tokenizer, max_length)
     columns: dict[str, list[Any]] = {}
     chunks = range(0, len(examples), _CHUNK)
-    for start in tqdm(chunks, desc=f"tokenize {task.name}", unit="chunk", leave=False, disable=len(chunks) < 4):
+    for start in tqdm(chunks, desc=f"tokenize {task.name}", unit="chunk", leave=False, disable=len(chunks) < 4 or not bars_enabled()):
         chunk = examples[start : start + _CHUNK]
         part = _featurize_tagging(chunk, task, tokenizer, max_length) if task.type == "tagging" else (
             _featurize_text(chunk, task, tokenizer, max_length)

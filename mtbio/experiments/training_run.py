@@ -126,6 +126,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "stage": stage,
         "tasks": [t.name for t in tasks],
         "encoder_source": encoder_source,
+        "mixed_precision": config.mixed_precision,  # as resolved (flag, else Accelerate's setting)
         "best_step": state.best_step,
         "steps": state.global_step,
         "selection_score": state.best_score,

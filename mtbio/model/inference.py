@@ -9,8 +9,8 @@ from tqdm import tqdm
 
 from mtbio.data.collate import pad_multiple_for, to_device
 from mtbio.data.pipeline import SplitData
+from mtbio.logs import bars_enabled
 from mtbio.model.multitask import MultiTaskModel
-
 
 PROGRESS_MIN_EXAMPLES = 1000  # smaller splits finish before a bar would tell anything
 
@@ -37,7 +37,7 @@ def predict_split(
     predictions: list[Any] = [None] * len(data)
     multiple = pad_multiple_for(device)
     bar = tqdm(total=len(data), desc=f"predict {task}", unit="ex", leave=False, dynamic_ncols=True,
-               disable=not progress or len(data) <= PROGRESS_MIN_EXAMPLES)
+               disable=not progress or not bars_enabled() or len(data) <= PROGRESS_MIN_EXAMPLES)
     try:
         for indices in data.eval_batches(batch_size):
             batch = to_device(data.batch(indices, pad_token_id, multiple), torch.device(device))

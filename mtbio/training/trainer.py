@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import math
+import os
 import signal
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -32,15 +32,21 @@ from mtbio.data.mixer import MultiTaskBatchSampler, shard, split_by_length
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
-from mtbio.model.inference import predict_split
+from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
+from mtbio.model.inference import predict_split
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
-from mtbio.training.distributed import (all_processes, any_process, log_micro_batch, min_over_processes,
-                                        on_main_then_share)
 from mtbio.training.curves import TrainingCurves
+from mtbio.training.distributed import (
+    all_processes,
+    any_process,
+    log_micro_batch,
+    min_over_processes,
+    on_main_then_share,
+)
 from mtbio.training.loss_queue import LossQueue, first_non_finite, read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 
@@ -236,7 +242,7 @@ class Trainer:
         self.model.train()
         self._install_signal_handlers()
         bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
-                   disable=not self.accelerator.is_main_process, dynamic_ncols=True)
+                   disable=not self.accelerator.is_main_process or not bars_enabled(), dynamic_ncols=True)
         last_eval = -1
         try:
             while self.state.global_step < self.total_steps and not self.state.stopped_early:
