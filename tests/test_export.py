@@ -34,6 +34,12 @@ def test_tagging_task_exports_to_a_token_classifier_that_pipeline_loads(tmp_path
     assert config["id2label"]["0"] == "O" and "B-Chemical" in config["label2id"]
     card = (out / "README.md").read_text()
     assert "AutoModelForTokenClassification" in card and "entity_f1" in card and tiny_encoder in card
+    from huggingface_hub import ModelCard
+
+    parsed = ModelCard.load(out / "README.md")  # the metadata block parses, and lists the run's dev metrics
+    dev_score = json.loads((run_dir / "results.json").read_text())["dev"]["demo-ner"]["entity_f1"]
+    [result] = parsed.data.eval_results
+    assert result.metric_type == "entity_f1" and result.metric_value == dev_score and parsed.data.pipeline_tag
     words = ["Aspirin", "relieved", "the", "headache", "."]
     mtbio_tags = __import__("mtbio").load(run_dir).predict("demo-ner", [words])[0]
     # a fresh process with no mtbio import: transformers alone

@@ -125,10 +125,15 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str) -> st
                else "on this task alone" if results.get("stage") == "single-task"
                else f"as stage '{results.get('stage', 'unknown')}'")
     pipeline_task = "token-classification" if definition.type == "tagging" else "text-classification"
+    metadata = {"library_name": "transformers", "pipeline_tag": pipeline_task, "tags": ["mtbio", "biomedical"],
+                "model-index": [{"name": f"mtbio-{task}", "results": [
+                    {"task": {"type": pipeline_task},
+                     "dataset": {"name": f"{definition.name} ({split})", "type": definition.name, "split": split},
+                     "metrics": [{"type": metric, "value": float(value), "name": f"{split} {metric}"}
+                                 for metric, value in (results.get(split, {}).get(task) or {}).items()]}
+                    for split in ("dev", "test") if results.get(split, {}).get(task)]}]}
     return f"""---
-library_name: transformers
-pipeline_tag: {pipeline_task}
-tags: [mtbio, biomedical]
+{yaml.safe_dump(metadata, sort_keys=False).strip()}
 ---
 
 # {task}: {definition.description or definition.name}
