@@ -231,13 +231,14 @@ def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, dat
 @click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="One input per line (pairs: two texts separated by a tab).")
 @click.option("--output", type=click.Path(dir_okay=False), help="JSONL to write (default: <run>/predictions/<task>-<input>.jsonl).")
-def predict(run_dir: str, task: str, input_path: str, output: str | None) -> None:
+@click.option("--scores", is_flag=True, help="Add the probabilities: per label, or per word of its tag (tagging).")
+def predict(run_dir: str, task: str, input_path: str, output: str | None, scores: bool) -> None:
     """Predict labels, tags or scores for raw text with a saved run."""
     from pathlib import Path
 
     from mtbio.experiments.predict import predict_file
 
-    written = predict_file(Path(run_dir), task, Path(input_path), Path(output) if output else None)
+    written = predict_file(Path(run_dir), task, Path(input_path), Path(output) if output else None, scores)
     click.echo(f"written: {written}")
 
 

@@ -78,3 +78,37 @@ def test_sentence_task_exports_through_the_pooler_and_cls_heads_are_refused(tmp_
     refused = CliRunner().invoke(cli.main, ["export", str(cls_run), "--task", "demo-relation", "--output",
                                             str(tmp_path / "no")])
     assert refused.exit_code == 2 and "pooling: cls" in refused.output and "pooling: pooler" in refused.output
+
+
+def test_predict_gives_entity_spans_that_slice_the_raw_text_and_probabilities(tmp_path: Path, tiny_encoder: str) -> None:
+    """Irregular spacing and punctuation: every entity's [start:end] is its surface text; --scores adds probabilities."""
+    config = RunConfig(tasks=["demo-ner"], task_defs=[DEFS], data_dir=str(SAMPLE_DIR), encoder=tiny_encoder,
+                       epochs=4, batch_size=16, lr=3e-3, max_length=48, output=str(tmp_path / "run"),
+                       mixed_precision="no", seed=1)
+    [(run_dir, _)] = finetune(config)
+    text = "Chronic  administration of   lithium,produced  neutropenia and\tepilepsy in mice ( tacrolimus )."
+    (tmp_path / "in.txt").write_text(text + "\n")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(cli.main, ["predict", str(run_dir), "--task", "demo-ner", "--input",
+                                           str(tmp_path / "in.txt"), "--output", str(out), "--scores"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(out.read_text())
+    assert record["words"][:5] == ["Chronic", "administration", "of", "lithium", ","]
+    assert len(record["prediction"]) == len(record["words"]) == len(record["scores"])
+    assert all(0.0 < p <= 1.0 for p in record["scores"])
+    assert record["entities"], "the tiny model found no entity at all"
+    for entity in record["entities"]:
+        assert text[entity["start"]:entity["end"]] == entity["text"] and entity["type"] in ("Chemical", "Disease")
+        assert 0.0 < entity["score"] <= 1.0
+    found = {e["text"] for e in record["entities"]}
+    assert found & {"lithium", "tacrolimus", "neutropenia", "epilepsy"}
+
+
+def test_tag_spans_read_iob2_io_and_iobes() -> None:
+    from mtbio.experiments.predict import split_words, tag_spans
+
+    assert tag_spans(["B-C", "I-C", "O", "I-D", "B-D", "B-D"]) == [("C", 0, 1), ("D", 3, 3), ("D", 4, 4), ("D", 5, 5)]
+    assert tag_spans(["S-C", "B-D", "I-D", "E-D", "O"]) == [("C", 0, 0), ("D", 1, 3)]
+    assert tag_spans(["I-C", "I-C", "I-D"]) == [("C", 0, 1), ("D", 2, 2)]
+    assert split_words("Na+/K+-ATPase, ok") == [("Na", 0, 2), ("+", 2, 3), ("/", 3, 4), ("K", 4, 5), ("+", 5, 6),
+                                               ("-", 6, 7), ("ATPase", 7, 13), (",", 13, 14), ("ok", 15, 17)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -35,18 +36,63 @@ class LoadedRun:
     tasks: dict[str, TaskDef]
     batch_size: int = 64
 
-    def predict(self, task: str, texts: Sequence[str | Sequence[str]]) -> list[Any]:
-        """Predictions for raw inputs: labels, tag lists (one per whitespace word) or scores.
+    def predict(self, task: str, texts: Sequence[str | Sequence[str]], scores: bool = False) -> list[Any]:
+        """Predictions for raw inputs: labels, tag lists (one per word) or scores.
 
-        Pair tasks take "text a<TAB>text b" strings or (a, b) tuples; tagging tasks take a
-        sentence string or a list of words.
+        Pair tasks take "text a<TAB>text b" strings or (a, b) tuples; tagging tasks take a sentence
+        string (split into words and punctuation, `split_words`) or a list of words. With `scores`,
+        each item is (prediction, probabilities): per label for classification and multi-label
+        tasks, per word (of its tag) for tagging, None for regression.
         """
         if task not in self.tasks:
             raise MtbioError(f"{self.run_dir}: no task '{task}' (tasks: {', '.join(self.tasks)})")
         definition = self.tasks[task]
+        if definition.type == "tagging":
+            texts = [[w for w, _, _ in split_words(t)] if isinstance(t, str) else t for t in texts]
         data = featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
         device = next(self.model.parameters()).device
-        return predict_split(self.model, task, data, int(self.tokenizer.pad_token_id or 0), self.batch_size, device)
+        return predict_split(self.model, task, data, int(self.tokenizer.pad_token_id or 0), self.batch_size, device,
+                             with_scores=scores)
+
+    def entities(self, task: str, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """Entity spans of a tagging task in raw text: text, type, character start/end (so that
+        `text[start:end]` is the entity) and score (mean probability of its words' tags)."""
+        if self.tasks.get(task) is None or self.tasks[task].type != "tagging":
+            raise MtbioError(f"task '{task}' is not a tagging task of {self.run_dir}")
+        out = []
+        for text, (tags, probs) in zip(texts, self.predict(task, list(texts), scores=True)):
+            words = split_words(text)
+            out.append([{"text": text[words[first][1]:words[last][2]], "type": kind, "start": words[first][1],
+                         "end": words[last][2], "score": sum(probs[first:last + 1]) / (last - first + 1)}
+                        for kind, first, last in tag_spans(tags)])
+        return out
+
+
+WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    """Words and punctuation marks of raw text with their character offsets, as the BioCreative
+    corpora are tokenized ("Na+/K+-ATPase," → Na + / K + - ATPase ,)."""
+    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, last word) of each entity in a tag sequence (IOB2, IO or IOBES)."""
+    spans: list[tuple[str, int, int]] = []
+    kind, first = None, 0
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _, name = tag.partition("-") if tag != "O" else ("O", "", None)
+        continues = kind is not None and name == kind and prefix in ("I", "E")
+        if not continues and kind is not None:
+            spans.append((kind, first, i - 1))
+            kind = None
+        if prefix in ("B", "S") or (prefix in ("I", "E") and kind is None):
+            kind, first = name, i
+        if prefix in ("E", "S") and kind is not None:
+            spans.append((kind, first, i))
+            kind = None
+    return spans
 
 
 def load_run(run_dir: Path | str) -> LoadedRun:
@@ -78,17 +124,23 @@ def read_inputs(path: Path) -> list[str]:
     return lines
 
 
-def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path | None) -> Path:
-    """Write one JSON line per input line: {"input": ..., "prediction": ...}."""
+def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path | None, scores: bool = False) -> Path:
+    """Write one JSON line per input line: {"input", "prediction"} (+ "scores" with `scores`); tagging
+    tasks add "words" and "entities" (text, type, character start/end, score)."""
     inputs = read_inputs(input_path)
     run = load_run(run_dir)
-    predictions = run.predict(task, inputs)
+    predictions = run.predict(task, inputs, scores=True)
+    tagging = run.tasks[task].type == "tagging"
+    entities = run.entities(task, inputs) if tagging else [None] * len(inputs)
     output_path = output_path or Path(run_dir) / "predictions" / f"{task}-{Path(input_path).stem}.jsonl"
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with output_path.open("w", encoding="utf-8") as handle:
-        for text, prediction in zip(inputs, predictions):
+        for text, (prediction, probabilities), spans in zip(inputs, predictions, entities):
             record: dict[str, Any] = {"input": text, "prediction": prediction}
-            if run.tasks[task].type == "tagging":
-                record["words"] = text.split()
+            if scores and probabilities is not None:
+                record["scores"] = probabilities
+            if tagging:
+                record["words"] = [w for w, _, _ in split_words(text)]
+                record["entities"] = spans
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return output_path

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from urllib.parse import urlparse
 from typing import Any
+from urllib.parse import urlparse
 
 from mtbio.errors import MtbioError
 

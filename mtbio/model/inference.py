@@ -25,11 +25,13 @@ def predict_split(
     device: torch.device | str = "cpu",
     autocast: Callable[[], ContextManager[Any]] | None = None,
     progress: bool = True,
+    with_scores: bool = False,
 ) -> list[Any]:
     """Predictions for every example of `data`, in the examples' order.
 
     `autocast` makes a fresh mixed-precision context per batch (e.g. `accelerator.autocast`).
     `progress`: a progress bar (examples) on splits of more than PROGRESS_MIN_EXAMPLES examples.
+    `with_scores`: each item is (prediction, scores), scores from the head's `scores` (probabilities).
     """
     was_training = model.training
     model.eval()
@@ -44,7 +46,10 @@ def predict_split(
             batch.pop("labels", None)
             with autocast() if autocast else contextlib.nullcontext():
                 logits = model(task, **batch).logits
-            for index, prediction in zip(indices, head.decode(logits, batch)):
+            decoded = head.decode(logits, batch)
+            if with_scores:
+                decoded = list(zip(decoded, head.scores(logits, batch)))
+            for index, prediction in zip(indices, decoded):
                 predictions[index] = prediction
             bar.update(len(indices))
     finally:

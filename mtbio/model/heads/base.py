@@ -87,6 +87,11 @@ class Head(nn.Module):
         """Logits of a batch → one prediction per example, in label space."""
         raise NotImplementedError
 
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Logits of a batch → one score record per example: the model's confidence beside `decode`.
+        Default: none (regression predicts the score itself)."""
+        return [None] * logits.shape[0]
+
 
 class SentenceHead(Head):
     """[CLS] (or the encoder's pooler output) → dropout → linear: the sentence-level heads' shape."""

@@ -17,3 +17,8 @@ class ClassificationHead(SentenceHead):
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         labels = self.config.labels
         return [labels[i] for i in logits.argmax(-1).tolist()]
+
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Softmax probability of every label."""
+        labels = self.config.labels
+        return [dict(zip(labels, row)) for row in torch.softmax(logits.float(), -1).tolist()]

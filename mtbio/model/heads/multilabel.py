@@ -18,3 +18,8 @@ class MultiLabelHead(SentenceHead):
         labels = self.config.labels
         positive = torch.sigmoid(logits.float()) > self.config.threshold
         return [[labels[j] for j in row.nonzero().flatten().tolist()] for row in positive]
+
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Sigmoid probability of every label (a label is predicted above the task's threshold)."""
+        labels = self.config.labels
+        return [dict(zip(labels, row)) for row in torch.sigmoid(logits.float()).tolist()]

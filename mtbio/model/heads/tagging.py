@@ -37,3 +37,16 @@ class TaggingHead(Head):
         word_index = batch["word_index"].tolist()
         n_words = batch["n_words"].tolist()
         return [decode_tags(p, w, n, self.config.labels) for p, w, n in zip(predicted, word_index, n_words)]
+
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Per word, the softmax probability of its predicted tag (from its first sub-word; 1.0 for a
+        word that lost every sub-word to truncation and is tagged `O`)."""
+        best = torch.softmax(logits.float(), -1).max(-1).values.tolist()
+        out = []
+        for probs, index, n in zip(best, batch["word_index"].tolist(), batch["n_words"].tolist()):
+            words = [1.0] * n
+            for token, word in enumerate(index):
+                if word >= 0:
+                    words[word] = probs[token]
+            out.append(words)
+        return out
