@@ -299,15 +299,18 @@ def stilt(**values: Any) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--task", required=True, help="The task whose head to export.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-def export(run_dir: str, task: str, output: str) -> None:
+@click.option("--push-to-hub", "repo_id", metavar="REPO_ID", help="Also upload the directory to this Hub model repo.")
+def export(run_dir: str, task: str, output: str, repo_id: str | None) -> None:
     """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card)."""
     from pathlib import Path
 
-    from mtbio.experiments.export import export_task
+    from mtbio.experiments.export import export_task, push_to_hub
 
     target = export_task(Path(run_dir), task, Path(output))
     click.echo(f"written: {target} (loads with transformers' AutoModelFor*.from_pretrained and pipeline(); "
                "the export's logits were checked against the run's)")
+    if repo_id:
+        click.echo(f"pushed: {push_to_hub(target, repo_id)}")
 
 
 @main.command()

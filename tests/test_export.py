@@ -74,6 +74,14 @@ def test_sentence_task_exports_through_the_pooler_and_cls_heads_are_refused(tmp_
     assert classify(sentence)[0]["label"] == expected
     assert json.loads((out / "config.json").read_text())["problem_type"] == "single_label_classification"
 
+    before = sorted((p.name, p.stat().st_size) for p in out.iterdir())
+    offline = CliRunner().invoke(cli.main, ["export", str(run_dir), "--task", "demo-relation", "--output", str(out),
+                                            "--push-to-hub", "someone/mtbio-demo-relation"],
+                                 env={"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_not_a_real_token"})
+    assert offline.exit_code == 2 and "push to the hub failed" in offline.output and "complete and unchanged" in offline.output
+    assert len([line for line in offline.output.splitlines() if line.startswith("error:")]) == 1
+    assert sorted((p.name, p.stat().st_size) for p in out.iterdir()) == before
+
     cls_run = _train(tmp_path / "cls", tiny_encoder, "demo-relation", [DEFS])
     refused = CliRunner().invoke(cli.main, ["export", str(cls_run), "--task", "demo-relation", "--output",
                                             str(tmp_path / "no")])

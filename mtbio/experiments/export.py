@@ -62,6 +62,22 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     return output
 
 
+def push_to_hub(output: Path, repo_id: str) -> str:
+    """Upload an exported directory with huggingface_hub (the library's own calls; a token from
+    `hf auth login` or HF_TOKEN). A failure is one line and leaves the export as it is."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    try:
+        api.create_repo(repo_id, exist_ok=True)
+        commit = api.upload_folder(repo_id=repo_id, folder_path=str(output), commit_message="mtbio export")
+    except Exception as exc:  # noqa: BLE001 (network, auth, offline: all one line for the user)
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise MtbioError(f"push to the hub failed ({type(exc).__name__}: {reason}); the export in {output} is "
+                         "complete and unchanged") from None
+    return str(getattr(commit, "commit_url", repo_id))
+
+
 def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
     base = model.base_model
     missing, unexpected = base.load_state_dict(encoder.state_dict(), strict=False)
