@@ -20,7 +20,7 @@ SEEDS=${SEEDS:-42 43 44}
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}                          # the packaged MiniLM-L6
 OUT=${OUT:-runs/mtbert-biomedical}                  # run directories, with weights
-RESULTS=${RESULTS:-$OUT/results}                    # small files of finished cells (commit these)
+RESULTS=${RESULTS:-$HERE/mtbert_biomedical}        # small files of finished cells, committed: the study resumes from them
 RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}          # the recipe settled by examples/recipe_search.sh
 # the same for every row: 2,000 training examples per task, bf16, dev scored once at the end (the
 # recipe's epoch count was chosen on dev by the search)
