@@ -116,8 +116,6 @@ def _option_from_field(name: str, field: Any) -> Any:
         settings["type"] = click.Choice(list(typing.get_args(kind)))
     elif kind in (int, float):
         settings["type"] = kind
-    if extra.get("flag"):
-        return click.option(*flag.split(" "), name, **settings)
     return click.option(flag, name, **settings)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
@@ -33,7 +34,10 @@ PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": 
 
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None) -> Path:
     """Write `task` of the run in `run_dir` to `output` as an `AutoModelFor*` directory with a model card."""
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
 
     run = load_run(run_dir)
     if task not in run.model.heads:
@@ -127,8 +131,6 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str) -> st
     """README.md for the exported directory: what it is, what it was trained on, its scores, how to load it."""
     results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").is_file() else {}
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
-    import yaml
-
     settings = yaml.safe_load(config) or {}
     encoder = results.get("encoder_source") or settings.get("encoder") or "the packaged MiniLM-L6 (sentence-transformers/all-MiniLM-L6-v2)"
     scores = []
