@@ -1,6 +1,7 @@
 """The scripts in examples/ run end to end (in a tiny mode: tiny encoder, demo data, few steps)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,12 +14,12 @@ from mtbio.experiments.demo import SAMPLE_DIR
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run_script(name: str, cwd: Path, train_args: str, **settings: str) -> subprocess.CompletedProcess:
+def _run_script(name: str, cwd: Path, train_args: str, *args: str, **settings: str) -> subprocess.CompletedProcess:
     """examples/<name> with its settings in the environment, the demo task definitions and one thread."""
     env = dict(os.environ, DATA_DIR=str(SAMPLE_DIR), MTBIO=str(Path(sys.executable).parent / "mtbio"),
                TRAIN_ARGS=f"{train_args} --task-defs {SAMPLE_DIR / 'task_defs'}", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", **settings)
-    return subprocess.run(["bash", str(REPO / "examples" / name)], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(["bash", str(REPO / "examples" / name), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def test_stabilization_bioasq_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
@@ -75,3 +76,24 @@ def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     assert [r.split("|")[2].strip() for r in rows] == ["1e-4", "1e-3"]
     assert all(len(r.split("|")) == 6 for r in rows)  # two epochs each
     assert sum(r.count("**") for r in rows) == 2  # one best cell
+
+
+def test_pairwise_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """Two seeds as two processes at once on one sweep directory, then the graph over both seeds;
+    weights stay out of git, a rerun trains nothing."""
+    out = tmp_path / "pairwise_demo"
+    settings = dict(TASKS="demo-relation,demo-ner,demo-nli", ENCODER=tiny_encoder, OUT=str(out), SEEDS="1 2",
+                    PARALLEL="2", THREADS="2")
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
+    done = _run_script("pairwise.sh", tmp_path, train_args, "demo", **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    relations = json.loads((out / "relations.json").read_text())
+    assert relations["seeds"] == [1, 2] and len(relations["edges"]) == 6
+    cells = sorted(str(p.parent.relative_to(out)) for p in out.rglob("results.json"))
+    assert len(cells) == 2 * (3 + 3) and "pairs/demo-relation+demo-ner/seed-2" in cells
+    assert (out / "seed-1.log").is_file() and (out / "relations.png").is_file()
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q",
+                              "examples/pairwise_x/baselines/a/seed-1/encoder/model.safetensors"], cwd=REPO)
+    assert ignored.returncode == 0
+    again = _run_script("pairwise.sh", tmp_path, train_args, "demo", **settings)
+    assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr

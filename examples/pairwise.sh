@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Pairwise task-relation graph of one domain at the Table 3 scale (examples/mtbert_biomedical.md):
+# the packaged MiniLM-L6 with the recipe settled on dev (examples/recipes/minilm.yml), 2,000 training
+# examples per task, bf16, dev scored once at the end of each cell, seeds 42, 43, 44.
+#
+#   bash examples/pairwise.sh biomedical          # resumes: finished cells are skipped
+#   bash examples/pairwise.sh clinical-public
+#
+# The sweep directory is examples/pairwise_<domain>/ itself: a finished cell's small files
+# (results.json, config.yaml, metrics.jsonl, tasks/) are committed, its weights are ignored by git
+# (examples/.gitignore), so a fresh clone resumes from the committed cells. Each seed is its own
+# `mtbio pairwise --seed S --seeds 1` process (PARALLEL at once, threads divided between them); a
+# last call over all seeds finds every cell finished and writes relations.json, the graph and the
+# gain matrix. tests/test_examples.py runs this script in a tiny mode.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+DOMAIN=${1:?usage: pairwise.sh DOMAIN}
+TASKS=${TASKS:-}                                    # a task list instead of the domain's tasks
+SEEDS=${SEEDS:-42 43 44}
+DATA_DIR=${DATA_DIR:-../shared/data}
+ENCODER=${ENCODER:-minilm}
+RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
+OUT=${OUT:-$HERE/pairwise_${DOMAIN//-/_}}
+PARALLEL=${PARALLEL:-1}
+THREADS=${THREADS:-$(nproc)}
+MTBIO=${MTBIO:-mtbio}
+
+read -r -a train_args <<< "$TRAIN_ARGS"
+read -r -a seeds <<< "$SEEDS"
+select=(--domain "$DOMAIN")
+[ -n "$TASKS" ] && select=(--tasks "$TASKS")
+common=("${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}"
+        --output "$OUT")
+
+if [ "$PARALLEL" -gt 1 ]; then
+  export OMP_NUM_THREADS=$(( THREADS / PARALLEL > 0 ? THREADS / PARALLEL : 1 ))
+  running=0
+  for seed in "${seeds[@]}"; do
+    mkdir -p "$OUT"
+    "$MTBIO" pairwise "${common[@]}" --seed "$seed" --seeds 1 > "$OUT/seed-$seed.log" 2>&1 &
+    running=$((running + 1))
+    if [ $running -ge "$PARALLEL" ]; then wait -n; running=$((running - 1)); fi
+  done
+  wait
+  unset OMP_NUM_THREADS
+fi
+# every cell is finished here (or is trained now, one after another): the graph over all seeds
+"$MTBIO" pairwise "${common[@]}" --seed "${seeds[0]}" --seeds "${#seeds[@]}"
