@@ -60,7 +60,9 @@ run_seed() {
   fi
   for task in $tasks; do
     if ! done_cell "mt-fine-tune/seed-$seed/$task"; then
-      "$MTBIO" finetune --task "$task" --from "$OUT/refine/seed-$seed" --seed "$seed" "${common[@]}" \
+      # a new head on the refined encoder, as the committed cells were trained (before the refined head
+      # became fine-tuning's default start)
+      "$MTBIO" finetune --task "$task" --from "$OUT/refine/seed-$seed" --finetune-heads new --seed "$seed" "${common[@]}" \
           --output "$OUT/mt-fine-tune/seed-$seed"
       keep "mt-fine-tune/seed-$seed/$task"
     fi

@@ -13,6 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from mtbio.errors import MtbioError
 from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
@@ -52,7 +53,7 @@ def test_refine_writes_a_complete_run_directory(tmp_path: Path, tiny_encoder: st
     assert not list(run_dir.rglob("*.bin")) and not list(run_dir.rglob("*.pt")) and not list(run_dir.rglob("*.pkl"))
 
 
-def test_finetune_from_refined_run_uses_its_encoder_and_new_head(tmp_path: Path, tiny_encoder: str) -> None:
+def test_finetune_from_refined_run_uses_its_encoder(tmp_path: Path, tiny_encoder: str) -> None:
     run_dir, _ = refine(_config(tmp_path, tiny_encoder))
     [(ft_dir, results)] = finetune(_config(tmp_path, None, tasks=["demo-relation"], from_run=str(run_dir),
                                            output=str(tmp_path / "ft")))
@@ -61,6 +62,21 @@ def test_finetune_from_refined_run_uses_its_encoder_and_new_head(tmp_path: Path,
     assert sorted(p.name for p in (ft_dir / "heads").iterdir()) == ["demo-relation"]
     saved = json.loads((ft_dir / "results.json").read_text())
     assert saved["dev"]["demo-relation"]["micro_f1"] == results["dev"]["demo-relation"]["micro_f1"]
+
+
+def test_finetune_starts_from_the_refined_head_unless_asked_for_a_new_one(tmp_path: Path, tiny_encoder: str) -> None:
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder))
+    refined = load_file(str(run_dir / "heads" / "demo-relation" / "model.safetensors"))
+    tiny_step = dict(tasks=["demo-relation"], from_run=str(run_dir), max_steps=1, lr=1e-12, warmup=0.0)
+    for heads, same in (("refined", True), ("new", False)):
+        [(ft_dir, _)] = finetune(_config(tmp_path, None, output=str(tmp_path / heads), finetune_heads=heads, **tiny_step))
+        tuned = load_file(str(ft_dir / "heads" / "demo-relation" / "model.safetensors"))
+        close = all(torch.allclose(tuned[k], refined[k], atol=1e-6) for k in refined)
+        assert close is same, heads
+    config = run_dir / "heads" / "demo-relation" / "head_config.json"
+    config.write_text(config.read_text().replace('"DDI-mechanism"', '"DDI-other"'))
+    with pytest.raises(MtbioError, match="--finetune-heads new"):
+        finetune(_config(tmp_path, None, output=str(tmp_path / "changed"), **tiny_step))
 
 
 def test_saved_run_reloads_in_a_fresh_process_with_identical_predictions(tmp_path: Path, tiny_encoder: str) -> None:

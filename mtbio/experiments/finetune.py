@@ -1,8 +1,9 @@
 """MT-BERT-Fine-Tune (from a refined run) and the single-task baseline (from a plain encoder).
 
-Both are the same code path: one task, a new head, trained alone. From a refined run the
-encoder comes from `<run>/encoder` and the default learning rate is the smaller fine-tuning
-one (seed 004 section 4.2); without `--from` it is the single-task baseline at the refine rate.
+Both are the same code path: one task trained alone. From a refined run the encoder comes from
+`<run>/encoder`, the task's head from `<run>/heads/<task>` (`--finetune-heads new`: a new head) and
+the default learning rate is the smaller fine-tuning one (seed 004 section 4.2); without `--from` it
+is the single-task baseline, with a new head, at the refine rate.
 With `--seeds K` each task is fine-tuned K times (seeds seed … seed+K−1) into `<base>/<task>/seed-<s>/`.
 """
 from __future__ import annotations
@@ -28,18 +29,22 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
         encoder_source: str | None = str(source_dir / "encoder")
         base = Path(config.output) if config.output else source_dir / "finetune"
         stage, lr = "finetune", config.learning_rate(FINETUNE_LR)
+        heads: Path | None = source_dir / "heads" if config.finetune_heads == "refined" else None
     else:
         encoder_source = config.encoder
         base = Path(config.output) if config.output else Path("runs") / "single-task"
         stage, lr = "single-task", config.learning_rate(REFINE_LR)
+        heads = None
     runs = []
     for task in tasks:
         if config.seeds and config.seeds > 1:  # --seeds K: <base>/<task>/seed-<s>/ for s = seed .. seed+K-1
             for seed in range(config.seed, config.seed + config.seeds):
                 run_dir = base / task.name / f"seed-{seed}"
                 seeded = config.model_copy(update={"seed": seed})
-                runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config))))
+                runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config),
+                                                          heads)))
             continue
         run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
-        runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config))))
+        runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config),
+                                           heads)))
     return runs

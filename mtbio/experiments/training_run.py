@@ -28,7 +28,7 @@ from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
-from mtbio.model.persist import load_model, save_model
+from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig, save_config
 from mtbio.training.stabilize import apply_layer_options
@@ -65,17 +65,39 @@ def train_tasks(
     lr: float,
     stage: str,
     data_dir: Path | None,
+    heads_source: Path | None = None,
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content.
+
+    `heads_source`: a run's `heads/` directory; a task with a head there starts from it (it must
+    have been trained with the same labels), the others get new heads.
 
     The `mtbio` logger's INFO lines of the run (truncation, packing, resume point, skipped batches,
     warnings) go to `run_dir/run.log` too."""
     with run_log() as log_file:
-        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file)
+        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source)
+
+
+def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) -> dict[str, Any]:
+    """A head per task: the one saved under `heads_source/<task>/` where there is one, else a new one."""
+    heads = {}
+    for task in tasks:
+        saved = heads_source / task.name if heads_source is not None else None
+        if saved is None or not saved.is_dir():
+            heads[task.name] = build_head(head_config_for(task, hidden))
+            continue
+        trained, wanted = read_head_config(saved), head_config_for(task, hidden)
+        if (trained.type, trained.labels) != (wanted.type, wanted.labels):
+            raise MtbioError(f"{saved}: head trained as {trained.type} over labels {trained.labels}, the task now has "
+                             f"{wanted.type} over {wanted.labels}; pass --finetune-heads new")
+        heads[task.name] = load_head(saved, hidden)
+        log.info("%s: head starts from %s", task.name, saved)
+    return heads
 
 
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
-                 stage: str, data_dir: Path | None, log_file: RunLogHandler) -> dict[str, Any]:
+                 stage: str, data_dir: Path | None, log_file: RunLogHandler,
+                 heads_source: Path | None) -> dict[str, Any]:
     accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
@@ -88,7 +110,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     hidden = int(encoder.config.hidden_size)
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
-    model = MultiTaskModel(encoder, {t.name: build_head(head_config_for(t, hidden)) for t in tasks})
+    model = MultiTaskModel(encoder, build_heads(tasks, hidden, heads_source))
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:

@@ -43,6 +43,9 @@ class RunConfig(BaseModel):
     encoder: str | None = option(None, "HF model name or local directory.", shown="the packaged MiniLM-L6")
     from_run: str | None = option(None, "A refine run directory whose encoder to fine-tune.", group="finetune",
                                   flag="--from")
+    finetune_heads: Literal["refined", "new"] = option(
+        "refined", "Fine-tuning from a refine run: start each task's head from the run's refined head (as MT-DNN "
+        "fine-tunes), or from a new one.", group="finetune")
     data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR")
     output: str | None = option(None, "Run directory to write.", shown="under runs/")
     task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).")
