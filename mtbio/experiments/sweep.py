@@ -212,10 +212,10 @@ def needs_training(cell: Cell, cells: list[Cell]) -> bool:
 
 
 def drop_weights(run_dir: Path) -> None:
-    """Remove a finished cell's encoder and head weights (scores, metrics, logs and configs stay)."""
-    for pattern in ("encoder/*.safetensors", "encoder/*.bin", "heads/*/model.safetensors"):
-        for path in run_dir.glob(pattern):
-            path.unlink(missing_ok=True)
+    """Remove a finished cell's encoder directory and head weights (scores, metrics, logs, configs stay)."""
+    shutil.rmtree(run_dir / "encoder", ignore_errors=True)
+    for path in run_dir.glob("heads/*/model.safetensors"):
+        path.unlink(missing_ok=True)
 
 
 def tidy(cells: list[Cell], config: RunConfig) -> None:
@@ -411,8 +411,60 @@ def dry_run_report(cells: list[Cell], config: RunConfig, catalog: dict[str, Task
         total += seconds
         lines.append(f"  {cell.describe():48s} {work.train_examples:7d} train + {work.eval_examples:6d} eval examples "
                      f"~{format_duration(seconds)}  {cell.run_dir}")
+    lines.append(disk_line(cells, config))
     lines.append(f"estimated time: ~{format_duration(total)} ({rates.basis}; loading data and models not counted)")
     return "\n".join(lines)
+
+
+# ---- --dry-run: the disk the sweep will hold ---------------------------------------------------------
+CELL_FILES_BYTES = 24_000  # config, task definitions, run.log, metrics.jsonl, results.json, head configs
+SUMMARY_BYTES = 300_000  # relation files and their two PNGs
+SAVED_ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                       "vocab.txt", "merges.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+
+def encoder_bytes(source: str | None) -> int | None:
+    """Bytes a cell's saved encoder/ takes: the source's weights and tokenizer files (None if not on disk)."""
+    from mtbio.model.encoder import resolve_encoder_name
+
+    directory = Path(resolve_encoder_name(source))
+    if not directory.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            directory = Path(snapshot_download(str(source), local_files_only=True))
+        except Exception:  # not in the local cache: no estimate
+            return None
+    weights = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
+    kept = [directory / name for name in SAVED_ENCODER_FILES if (directory / name).is_file()]
+    return sum(p.stat().st_size for p in weights + kept)
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def disk_line(cells: list[Cell], config: RunConfig) -> str:
+    """What the finished sweep will hold: finished cells as they are, the others as estimated."""
+    per_encoder = encoder_bytes(config.encoder)
+    if per_encoder is None:
+        return f"estimated disk: unknown (the encoder {config.encoder} is not on this machine)"
+    finished = sum(directory_bytes(c.run_dir) for c in cells if c.done)
+    pending = [c for c in cells if not c.done]
+    keeps = 0 if config.keep_weights == "none" else per_encoder
+    held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
+    peak = 3 * per_encoder * config.parallel  # a running cell's best weights and resume checkpoint (with optimizer state)
+    return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
+            f"({format_bytes(per_encoder)} of encoder per cell that keeps weights), "
+            f"up to ~{format_bytes(peak)} more while cells train")
+
+
+def format_bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
 
 
 def format_duration(seconds: float) -> str:
