@@ -193,3 +193,65 @@ def test_parallel_local_processes_match_the_sequential_sweep(
     assert workers == {"0", "1"}
     relations = json.loads((tmp_path / "s" / "relations.json").read_text())
     assert _edges(relations) == pytest.approx(_edges(sequential), abs=1e-6)
+
+
+def test_ray_launcher_matches_the_sequential_sweep(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], sequential: dict) -> None:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert ray.cluster_resources()["CPU"] == 2  # one CPU per cell: two cells at a time
+        lines: list[str] = []
+        _, relations = pairwise(_config(keyword_tasks, micro_encoder, tmp_path / "s", launcher="ray", cell_cpus=1),
+                                echo=lines.append)
+    finally:
+        ray.shutdown()
+    assert "6 cells sent to Ray (1 CPU, 0 GPU each)" in lines
+    assert sum(line.startswith("done: ") for line in lines) == 6
+    assert relations is not None and _edges(relations) == pytest.approx(_edges(sequential), abs=1e-6)
+    owners = {json.loads(p.read_text())["tasks"][0] for p in (tmp_path / "s").rglob("results.json")}
+    assert owners == set(THREE)
+
+
+def test_slurm_launcher_through_submitits_local_executor(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], sequential: dict) -> None:
+    pytest.importorskip("submitit")
+    (tmp_path / "slurm.yaml").write_text("cluster: local\ntimeout_min: 10\n")
+    config = _config(keyword_tasks, micro_encoder, tmp_path / "s", launcher="slurm",
+                     slurm_config=str(tmp_path / "slurm.yaml"))
+    lines: list[str] = []
+    sweep_dir, nothing = pairwise(config, echo=lines.append)
+    assert nothing is None and any(line.startswith("submitted 6 cell job(s)") for line in lines), lines
+    deadline = time.time() + 300  # the jobs run on their own; pairwise returned after submitting
+    while time.time() < deadline and (len(list(sweep_dir.rglob("results.json"))) < 6 or list(sweep_dir.rglob("*.lock"))):
+        time.sleep(1)
+    lines.clear()
+    _, relations = pairwise(config, echo=lines.append)  # nothing left to submit: the relation files are written
+    assert not any(line.startswith("submitted") for line in lines)
+    assert relations is not None and _edges(relations) == pytest.approx(_edges(sequential), abs=1e-6)
+    assert list((sweep_dir / "slurm").glob("*_log.out"))  # submitit's job logs beside the cells
+
+
+def test_sbatch_parameters_come_from_the_yaml_file_and_the_flags(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("submitit")
+    from mtbio.experiments.launchers import make_executor
+
+    (tmp_path / "bin").mkdir()  # submitit's SLURM executor looks for srun; nothing is submitted here
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+    (tmp_path / "slurm.yaml").write_text("cluster: slurm\nslurm_partition: short\ntimeout_min: 30\n"
+                                         "slurm_additional_parameters: {constraint: a100}\n")
+    config = RunConfig(launcher="slurm", slurm_config=str(tmp_path / "slurm.yaml"), slurm_partition="gpu",
+                       slurm_time=90, slurm_account="lab42", cell_gpus=2, cell_cpus=8)
+    executor = make_executor(config, tmp_path / "jobs")
+    text = executor._executor._make_submission_file_text("python -u -m submitit.core._submit jobs", "uid")
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --account=lab42",
+                 "#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=8", "#SBATCH --constraint=a100",
+                 "#SBATCH --job-name=mtbio-cell"):
+        assert line in text, text
+    (tmp_path / "bad.yaml").write_text("cluster: slurm\nslurm_no_such_thing: 1\n")
+    with pytest.raises(MtbioError, match="submitit parameters: Unknown argument 'no_such_thing'"):
+        make_executor(config.model_copy(update={"slurm_config": str(tmp_path / "bad.yaml")}), tmp_path / "jobs")

@@ -179,8 +179,8 @@ def make_executor(config: RunConfig, folder: Path) -> Any:
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     try:
         executor.update_parameters(**parameters)
-    except (ValueError, TypeError) as exc:
-        raise MtbioError(f"submitit parameters: {exc}") from None
+    except (ValueError, TypeError, NameError, AssertionError) as exc:  # submitit's checks of the names and types
+        raise MtbioError(f"submitit parameters: {str(exc).splitlines()[0]}") from None
     return executor
 
 
