@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import mtbio.experiments.sweep as sweep
+from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments import cell_locks
 from mtbio.experiments.pairwise import pairwise
@@ -157,6 +159,19 @@ def test_a_failed_cell_is_recorded_and_retried(
     assert len(record) == 3 and record[0]["host"] == socket.gethostname() and "simulated" in record[0]["traceback"]
     assert (tmp_path / "s" / "relations.json").is_file()  # written from the finished cells
     assert not list((tmp_path / "s").rglob("*.lock"))
+
+    status = CliRunner().invoke(main, ["sweep", "status", str(tmp_path / "s")])
+    assert status.exit_code == 0, status.output
+    rows = status.output.splitlines()
+    assert rows[1].startswith("done     baseline kw-few, seed 42") and "kw-few accuracy 0." in rows[1]
+    assert rows[3].startswith("failed   pair kw-few + kw-all, seed 42") and "3 attempt(s)" in rows[3]
+    assert "CUDA out of memory" in rows[3] and "2 done, 0 running, 1 failed, 0 waiting" in status.output
+    lock = cell_locks.claim(tmp_path / "s/pairs/kw-few+kw-all/seed-42")  # as if a launcher were training it
+    (tmp_path / "s/pairs/kw-few+kw-all/seed-42/run.log").write_text("step 3 of 12\n")
+    running = CliRunner().invoke(main, ["sweep", "status", str(tmp_path / "s")]).output.splitlines()[3]
+    assert lock is not None and running.startswith("running") and f"pid {os.getpid()}" in running
+    assert "last: step 3 of 12" in running
+    lock.release()
 
     monkeypatch.setattr(sweep, "train_tasks", real)
     with pytest.raises(MtbioError, match="failed"):  # attempts used up: not tried again
