@@ -453,10 +453,11 @@ def disk_line(cells: list[Cell], config: RunConfig) -> str:
     pending = [c for c in cells if not c.done]
     keeps = 0 if config.keep_weights == "none" else per_encoder
     held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
-    peak = 3 * per_encoder * config.parallel  # a running cell's best weights and resume checkpoint (with optimizer state)
+    # a running cell's best weights and its resume checkpoint (weights and optimizer state)
+    peak = 3 * per_encoder * min(config.parallel, len(pending))
     return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
-            f"({format_bytes(per_encoder)} of encoder per cell that keeps weights), "
-            f"up to ~{format_bytes(peak)} more while cells train")
+            f"({format_bytes(per_encoder)} of encoder per cell that keeps weights)"
+            + (f", up to ~{format_bytes(peak)} more while cells train" if peak else ""))
 
 
 def format_bytes(size: float) -> str:
