@@ -260,13 +260,22 @@ def test_sbatch_parameters_come_from_the_yaml_file_and_the_flags(tmp_path: Path,
     (tmp_path / "slurm.yaml").write_text("cluster: slurm\nslurm_partition: short\ntimeout_min: 30\n"
                                          "slurm_additional_parameters: {constraint: a100}\n")
     config = RunConfig(launcher="slurm", slurm_config=str(tmp_path / "slurm.yaml"), slurm_partition="gpu",
-                       slurm_time=90, slurm_account="lab42", cell_gpus=2, cell_cpus=8)
+                       slurm_time=90, slurm_account="lab42", cell_gpus=1, cell_cpus=8)
     executor = make_executor(config, tmp_path / "jobs")
     text = executor._executor._make_submission_file_text("python -u -m submitit.core._submit jobs", "uid")
     for line in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --account=lab42",
-                 "#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=8", "#SBATCH --constraint=a100",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8", "#SBATCH --constraint=a100",
                  "#SBATCH --job-name=mtbio-cell"):
         assert line in text, text
     (tmp_path / "bad.yaml").write_text("cluster: slurm\nslurm_no_such_thing: 1\n")
     with pytest.raises(MtbioError, match="submitit parameters: Unknown argument 'no_such_thing'"):
         make_executor(config.model_copy(update={"slurm_config": str(tmp_path / "bad.yaml")}), tmp_path / "jobs")
+
+
+def test_launcher_options_that_do_not_fit_are_refused(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    for extra, message in ((["--launcher", "ray", "--parallel", "2"], "--parallel is for --launcher local"),
+                           (["--launcher", "ray", "--cell-gpus", "2"], "a cell on several GPUs is not supported")):
+        result = CliRunner().invoke(main, _cli(keyword_tasks, micro_encoder, tmp_path / "s", *extra)[3:])
+        assert result.exit_code == 2 and message in result.output, result.output
+

@@ -27,10 +27,15 @@ def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], da
            state: Accelerator, sweep_dir: Path, echo: Callable[[str], None] = print) -> bool:
     """Run the sweep's unfinished cells with `config.launcher`; True when no cell is left to train
     (False: SLURM jobs were submitted and run on their own)."""
-    if config.launcher != "local" or config.parallel > 1:
-        if state.num_processes > 1:
-            raise MtbioError("under accelerate launch a sweep runs its cells one after another; leave out "
-                             "--launcher/--parallel, or give a cell several GPUs with --cell-gpus")
+    if (config.launcher != "local" or config.parallel > 1) and state.num_processes > 1:
+        raise MtbioError("under accelerate launch a sweep runs its cells one after another; leave out "
+                         "--launcher and --parallel")
+    if config.parallel > 1 and config.launcher != "local":
+        raise MtbioError(f"--parallel is for --launcher local; {config.launcher} runs as many cells at once as "
+                         "its resources allow (--cell-cpus, --cell-gpus)")
+    if config.cell_gpus > 1:
+        raise MtbioError("a cell on several GPUs is not supported by the launchers yet; use --cell-gpus 1 (or run "
+                         "the sweep under accelerate launch, one cell after another)")
     if config.launcher == "ray":
         run_on_ray(cells, config, catalog, data_dir, echo)
         return True
@@ -118,7 +123,8 @@ def run_on_ray(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef]
         raise MtbioError("--launcher ray needs Ray: pip install 'mtbio[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=config.ray_address, include_dashboard=False, log_to_driver=False)
+        local = {} if config.ray_address else {"include_dashboard": False}  # options of a new instance only
+        ray.init(address=config.ray_address, log_to_driver=False, **local)
     try:
         task = ray.remote(num_cpus=config.cell_cpus, num_gpus=config.cell_gpus, max_retries=0)(_ray_cell)
         pending = unsettled(cells, cells, config.retries)
