@@ -293,6 +293,22 @@ def stilt(**values: Any) -> None:
     _run_sweep(run_stilt, values)
 
 
+@main.group("sweep")
+def sweep_group() -> None:
+    """Inspect a pairwise or STILT sweep directory."""
+
+
+@sweep_group.command("status")
+@click.argument("sweep_dir", type=click.Path(exists=True, file_okay=False))
+def sweep_status(sweep_dir: str) -> None:
+    """Cells done / running / failed / waiting, their dev scores, what they printed last, and the time left."""
+    from pathlib import Path
+
+    from mtbio.experiments.sweep_status import status_table
+
+    click.echo(status_table(Path(sweep_dir)))
+
+
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--task", required=True, help="The task whose head to export.")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,3 +91,73 @@ def task_defs_without_dropout(tmp_path: Path) -> Callable[[dict[str, str]], Path
             (directory / f"{name}.yml").write_text(text)
         return directory
     return write
+
+
+# ---- synthetic keyword tasks for sweeps (pairwise, stilt, launchers) ---------------------------
+POS = ["fever", "rash", "cough", "nausea", "pain", "edema"]
+NEG = ["aspirin", "insulin", "heparin", "statin", "warfarin", "morphine"]
+FILLER = "the patient was seen today with a history of and no other findings noted in clinic report".split()
+
+
+@pytest.fixture(scope="session")
+def micro_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer, 32-wide BERT whose vocabulary is just the synthetic words (fast optimizer steps)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    path = tmp_path_factory.mktemp("micro-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(FILLER + POS + NEG))]
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(path)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(path)
+    return str(path)
+
+
+def _rows(rng: random.Random, n: int, prefix: str, keywords: int = 6) -> list[tuple[str, str, str]]:
+    """Sentences of filler words with one keyword; the keyword decides the label."""
+    rows = []
+    for i in range(n):
+        label = rng.choice(["pos", "neg"])
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
+        words.insert(rng.randrange(len(words) + 1), rng.choice((POS if label == "pos" else NEG)[:keywords]))
+        rows.append((f"{prefix}{i}", " ".join(words), label))
+    return rows
+
+
+def _write(path: Path, rows: list[tuple[str, str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows))
+
+
+@pytest.fixture(scope="session")
+def keyword_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Three tasks with known relations; returns (task-defs dir, data dir).
+
+    kw-few:   12 training sentences (repeated 8×) using only 2 of the 6 keywords per class: alone it
+              cannot label the other keywords (dev uses all of them).
+    kw-all:   192 sentences over all keywords, the same labelling: it should help kw-few.
+    kw-noise: kw-all's sentences with shuffled labels: it carries no information, so it must not help.
+    """
+    root = tmp_path_factory.mktemp("keyword-tasks")
+    rng = random.Random(7)
+    few = _rows(rng, 12, "f", keywords=2)
+    _write(root / "data/few/train.tsv", [(f"{a}.{r}", b, c) for r in range(8) for a, b, c in few])
+    dev = _rows(rng, 96, "d")
+    full = _rows(rng, 192, "t")
+    _write(root / "data/few/dev.tsv", dev)
+    _write(root / "data/all/train.tsv", full)
+    _write(root / "data/all/dev.tsv", dev)
+    labels = [r[2] for r in full]
+    rng.shuffle(labels)
+    _write(root / "data/noise/train.tsv", [(a, b, lab) for (a, b, _), lab in zip(full, labels)])
+    dev_labels = [r[2] for r in dev]
+    rng.shuffle(dev_labels)
+    _write(root / "data/noise/dev.tsv", [(a, b, lab) for (a, b, _), lab in zip(dev, dev_labels)])
+    (root / "defs").mkdir()
+    for name, folder in (("kw-few", "few"), ("kw-all", "all"), ("kw-noise", "noise")):
+        (root / "defs" / f"{name}.yml").write_text(
+            f"name: {name}\ntype: classification\nformat: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
+            f"files: {{train: {folder}/train.tsv, dev: {folder}/dev.tsv}}\nlabels: [pos, neg]\nmetric: accuracy\n"
+            "max_length: 16\n")
+    return str(root / "defs"), str(root / "data")

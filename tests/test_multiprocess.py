@@ -2,8 +2,8 @@
 (gloo on CPU) on a small slice of real data.
 
 Checks that every rank runs the same task at every step on its own half of the batch, that the
-result equals a single-process run with the same global batch, and that the run directory is
-written once. Dropout is off (tiny encoder and task heads), so the two runs are comparable.
+result (dev scores too) equals a single-process run with the same global batch, that each rank
+scores about half of the dev set, and that the run directory is written once. Dropout is off (tiny encoder and task heads), so the two runs are comparable.
 """
 from __future__ import annotations
 
@@ -94,6 +94,11 @@ def test_two_processes_match_one(tmp_path: Path, data_dir: Path, tiny_encoder_no
             assert got["scores"][task] == pytest.approx(scores, abs=1e-6)
     results = json.loads((two_dir / "results.json").read_text())
     assert results["best_step"] == single["best_step"] and results["steps"] == 8
+    # evaluation is sharded: each process scored about half of the dev set, together all of it once
+    dev_size = single["examples_scored_per_process"]["dev"]
+    shares = results["examples_scored_per_process"]["dev"]
+    assert len(dev_size) == 1 and len(shares) == 2 and sum(shares) == dev_size[0]
+    assert all(abs(share - dev_size[0] / 2) <= 0.05 * dev_size[0] for share in shares), shares
     for task, scores in single["dev"].items():
         assert results["dev"][task] == pytest.approx(scores, abs=1e-6)
     assert sorted(p.name for p in (two_dir / "checkpoints").iterdir()) == ["step-00000004", "step-00000008"]

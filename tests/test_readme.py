@@ -6,7 +6,8 @@ Lines that need hardware or a network are skipped here and covered elsewhere: `a
 (tests/test_multiprocess.py runs the config-file form), `pip install`/`pytest` (CI runs them),
 the `my_tasks/` walk-through (tests/test_user_dataset.py builds such a dataset), and the
 benchmarks on real data (tests/test_bench_train.py and tests/test_benchmarks_refine_infer.py run
-each script on demo data).
+each script on demo data), and the sweeps on a Ray or SLURM cluster (tests/test_sweep_launchers.py runs both
+launchers on this machine: a local Ray instance, submitit's local executor).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def readme_commands() -> list[str]:
 
 def _skip(line: str) -> bool:
     return (line.startswith(("pip ", "python -m pytest", "accelerate ", "python benchmarks/")) or "my_tasks" in line
-            or line.startswith("MTBIO_TASK_DEFS="))
+            or line.startswith("MTBIO_TASK_DEFS=") or "/shared/runs/" in line)
 
 
 def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_dir: Path) -> None:
@@ -66,7 +67,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         assert done.returncode == 0, f"README command failed: {line}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, line
         ran.append(words[1])
-    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks"} <= set(ran)
+    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
 
 

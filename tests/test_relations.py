@@ -3,7 +3,6 @@ resuming a killed sweep, shared baselines, the dry-run estimate, and missing cre
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -17,75 +16,6 @@ from mtbio.experiments.stilt import stilt
 from mtbio.reporting.relations import report_relations
 from mtbio.reporting.verdicts import HURTS, IMPROVES, NO_EFFECT, judge
 from mtbio.training.config import RunConfig
-
-POS = ["fever", "rash", "cough", "nausea", "pain", "edema"]
-NEG = ["aspirin", "insulin", "heparin", "statin", "warfarin", "morphine"]
-FILLER = "the patient was seen today with a history of and no other findings noted in clinic report".split()
-
-
-@pytest.fixture(scope="module")
-def micro_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A 2-layer, 32-wide BERT whose vocabulary is just the synthetic words (fast optimizer steps)."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    path = tmp_path_factory.mktemp("micro-bert")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(FILLER + POS + NEG))]
-    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(path)
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(path)
-    return str(path)
-
-
-def _rows(rng: random.Random, n: int, prefix: str, keywords: int = 6) -> list[tuple[str, str, str]]:
-    """Sentences of filler words with one keyword; the keyword decides the label."""
-    rows = []
-    for i in range(n):
-        label = rng.choice(["pos", "neg"])
-        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
-        words.insert(rng.randrange(len(words) + 1), rng.choice((POS if label == "pos" else NEG)[:keywords]))
-        rows.append((f"{prefix}{i}", " ".join(words), label))
-    return rows
-
-
-def _write(path: Path, rows: list[tuple[str, str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows))
-
-
-@pytest.fixture(scope="module")
-def keyword_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """Three tasks with known relations; returns (task-defs dir, data dir).
-
-    kw-few:   12 training sentences (repeated 8×) using only 2 of the 6 keywords per class: alone it
-              cannot label the other keywords (dev uses all of them).
-    kw-all:   192 sentences over all keywords, the same labelling: it should help kw-few.
-    kw-noise: kw-all's sentences with shuffled labels: it carries no information, so it must not help.
-    """
-    root = tmp_path_factory.mktemp("keyword-tasks")
-    rng = random.Random(7)
-    few = _rows(rng, 12, "f", keywords=2)
-    _write(root / "data/few/train.tsv", [(f"{a}.{r}", b, c) for r in range(8) for a, b, c in few])
-    dev = _rows(rng, 96, "d")
-    full = _rows(rng, 192, "t")
-    _write(root / "data/few/dev.tsv", dev)
-    _write(root / "data/all/train.tsv", full)
-    _write(root / "data/all/dev.tsv", dev)
-    labels = [r[2] for r in full]
-    rng.shuffle(labels)
-    _write(root / "data/noise/train.tsv", [(a, b, lab) for (a, b, _), lab in zip(full, labels)])
-    dev_labels = [r[2] for r in dev]
-    rng.shuffle(dev_labels)
-    _write(root / "data/noise/dev.tsv", [(a, b, lab) for (a, b, _), lab in zip(dev, dev_labels)])
-    (root / "defs").mkdir()
-    for name, folder in (("kw-few", "few"), ("kw-all", "all"), ("kw-noise", "noise")):
-        (root / "defs" / f"{name}.yml").write_text(
-            f"name: {name}\ntype: classification\nformat: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
-            f"files: {{train: {folder}/train.tsv, dev: {folder}/dev.tsv}}\nlabels: [pos, neg]\nmetric: accuracy\n"
-            "max_length: 16\n")
-    return str(root / "defs"), str(root / "data")
-
 
 def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> RunConfig:
     defs, data = keyword_tasks
@@ -144,8 +74,8 @@ def test_helper_task_gets_a_green_edge_and_the_noise_task_none(
 
 
 # ---- resuming, sharing, dry run ---------------------------------------------------------------------
-class _Killed(Exception):
-    pass
+class _Killed(KeyboardInterrupt):
+    """Stops the sweep the way a signal does (an ordinary exception is a failed cell, recorded and retried)."""
 
 
 _REAL_TRAIN = sweep.train_tasks
@@ -196,11 +126,15 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     pairwise(config, echo=lambda _: None)  # everything finished: nothing trains, the files are rewritten
     assert calls == []
 
-    # STILT in the same directory reuses the single-task baselines and trains only the transfers
+    # STILT in the same directory reuses the single-task baselines' scores; pairwise dropped their weights
+    # (--keep-weights none), so the intermediate is trained again for its encoder before each transfer
+    assert not list((tmp_path / "sweep").rglob("*.safetensors"))
     _, result = stilt(config.model_copy(update={"tasks": [], "intermediate": ["kw-all"], "target": ["kw-few"]}),
                       echo=lambda _: None)
     assert [p.relative_to(tmp_path / "sweep").as_posix() for p in calls] == [
-        "transfer/kw-all-to-kw-few/seed-42", "transfer/kw-all-to-kw-few/seed-43"]
+        "baselines/kw-all/seed-42", "transfer/kw-all-to-kw-few/seed-42",
+        "baselines/kw-all/seed-43", "transfer/kw-all-to-kw-few/seed-43"]
+    assert not list((tmp_path / "sweep").rglob("*.safetensors"))  # dropped once their targets finished
     assert result is not None and (tmp_path / "sweep" / "stilt_matrix.png").is_file()
     saved = json.loads((tmp_path / "sweep" / "transfer/kw-all-to-kw-few/seed-42/results.json").read_text())
     assert saved["stage"] == "finetune"

@@ -12,8 +12,10 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
-from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, cell_score,
-                                     processes, record_protocol, run_cells, seeds_of)
+from mtbio.experiments.launchers import launch
+from mtbio.experiments.sweep import (Cell, baseline_cell, cell_score, check_data, check_protocol, dry_run_report,
+                                     failed_cells, failure_message, processes, record_cells, record_protocol, seeds_of,
+                                     write_summary)
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -81,11 +83,16 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     state.wait_for_everyone()  # every process has read sweep.json before it is written
     if state.is_main_process:
         record_protocol(sweep_dir, config)
-    run_cells(cells, config, catalog.tasks, data_dir, state, echo)
-    relations = collect_relations(cells, tasks, config)
+        record_cells(sweep_dir, cells)
+    if not launch(cells, config, catalog.tasks, data_dir, state, sweep_dir, echo):
+        return sweep_dir, None  # cells are still running elsewhere (SLURM jobs)
+    relations = collect_relations([c for c in cells if c.done], tasks, config)
     if state.is_main_process:
-        for path in write_relations(sweep_dir, relations):
+        for path in write_summary(sweep_dir, lambda: write_relations(sweep_dir, relations)):
             echo(f"written: {path}")
+    failed = failed_cells(cells, config.retries)
+    if failed:
+        raise MtbioError(failure_message(failed) + "\nthe relation files were written from the finished cells")
     return sweep_dir, relations
 
 

@@ -13,8 +13,10 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for
 from mtbio.experiments.pairwise import sweep_dir_for
-from mtbio.experiments.sweep import (Cell, baseline_cell, check_data, check_protocol, dry_run_report, cell_score,
-                                     processes, record_protocol, run_cells, seeds_of)
+from mtbio.experiments.launchers import launch
+from mtbio.experiments.sweep import (Cell, baseline_cell, cell_score, check_data, check_protocol, dry_run_report,
+                                     failed_cells, failure_message, processes, record_cells, record_protocol, seeds_of,
+                                     write_summary)
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -83,11 +85,16 @@ def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path,
     state.wait_for_everyone()  # every process has read sweep.json before it is written
     if state.is_main_process:
         record_protocol(sweep_dir, config)
-    run_cells(cells, config, catalog_for(config).tasks, data_dir, state, echo)
-    result = collect_stilt(cells, inters, targets, config)
+        record_cells(sweep_dir, cells)
+    if not launch(cells, config, catalog_for(config).tasks, data_dir, state, sweep_dir, echo):
+        return sweep_dir, None  # cells are still running elsewhere (SLURM jobs)
+    result = collect_stilt([c for c in cells if c.done], inters, targets, config)
     if state.is_main_process:
-        for path in write_stilt(sweep_dir, result):
+        for path in write_summary(sweep_dir, lambda: write_stilt(sweep_dir, result)):
             echo(f"written: {path}")
+    failed = failed_cells(cells, config.retries)
+    if failed:
+        raise MtbioError(failure_message(failed) + "\nthe STILT files were written from the finished cells")
     return sweep_dir, result
 
 

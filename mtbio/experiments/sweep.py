@@ -5,21 +5,28 @@ for one seed, in its own sub-directory:
 
     <sweep>/
         sweep.json                      the options every cell was trained with (checked on rerun)
+        cells.json                      every cell any launcher was asked for (read by `mtbio sweep status`)
         baselines/<task>/seed-<s>/      single-task run (shared by pairwise and stilt)
         pairs/<a>+<b>/seed-<s>/         two-task refinement run (pairwise)
         transfer/<i>-to-<t>/seed-<s>/   target t fine-tuned from baselines/<i>/seed-<s>/encoder (stilt)
+        .../seed-<s>.lock               the cell's owner while it trains (`cell_locks`)
+        .../seed-<s>.failed.json        the cell's failed attempts
 
-A cell is finished when its `results.json` exists (written last by `train_tasks`). Rerunning a
-sweep skips finished cells, removes the directory of an unfinished cell (killed mid-run) and
-trains it again, so a killed sweep loses at most the cell in progress. Finished cells drop their
-resume checkpoints (the best-dev weights, results and metrics stay).
+A cell is finished when its `results.json` exists (written last by `train_tasks`). Any number of
+processes may work through one sweep directory: each claims a cell with its lock before touching
+it, so an unfinished cell is removed and trained again only by the process that took over its
+stale lock (owner gone), and a killed sweep loses at most the cells in progress. Finished cells
+drop their resume checkpoints and, with `--keep-weights none` (the default), their weights; a STILT
+intermediate keeps its encoder until its targets finish.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -27,11 +34,13 @@ from typing import Any, Callable
 from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
+from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
 from mtbio.experiments.training_run import train_tasks
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
-from mtbio.training.trainer import build_sampler, make_accelerator, run_length
+from mtbio.training.distributed import on_main_then_share
+from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
 # dynamic padding (see shared/docs/cpu-stack.md: 8-26 examples/s training, 37-114 inference).
@@ -40,7 +49,10 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
 # Options that do not change what one cell trains: they are not part of the sweep's protocol.
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "resume", "from_run", "intermediate", "target"}
+                "min_delta", "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
+                "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
+                "slurm_time", "slurm_account"}
+POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes hold
 
 
 @dataclass(frozen=True)
@@ -153,32 +165,177 @@ def processes(config: RunConfig) -> Accelerator:
     return make_accelerator(config.mixed_precision)
 
 
-def run_cells(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
-              state: Accelerator, echo: Callable[[str], None] = print) -> int:
-    """Train every unfinished cell in order; returns how many were trained.
+def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
+    """Add the cells to cells.json (the list `mtbio sweep status` shows), replacing the file atomically."""
+    path = sweep_dir / "cells.json"
+    try:
+        known = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        known = []
+    seen = {entry["run_dir"] for entry in known}
+    for cell in cells:
+        if str(cell.run_dir) not in seen:
+            known.append({"kind": cell.kind, "tasks": list(cell.tasks), "seed": cell.seed, "run_dir": str(cell.run_dir),
+                          "stage": cell.stage, "lr": cell.lr,
+                          "from_cell": str(cell.from_cell) if cell.from_cell is not None else None})
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"cells.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known, indent=2) + "\n")
+    os.replace(tmp, path)
 
-    Under `accelerate launch` every process walks the same list; the main process cleans
-    unfinished cell directories and writes files, and each cell is one distributed run.
-    """
-    pending = [c for c in cells if not c.done]
-    state.wait_for_everyone()  # every process has decided what to run before anything is removed
-    if state.is_main_process:
-        for cell in pending:
-            if cell.run_dir.exists():
-                echo(f"removing unfinished cell {cell.run_dir}")
-                shutil.rmtree(cell.run_dir)
+
+def read_cells(sweep_dir: Path) -> list[Cell]:
+    """The cells recorded in cells.json."""
+    try:
+        entries = json.loads((sweep_dir / "cells.json").read_text())
+    except FileNotFoundError:
+        raise MtbioError(f"{sweep_dir}: no cells.json; is this a sweep directory?") from None
+    return [Cell(e["kind"], tuple(e["tasks"]), int(e["seed"]), Path(e["run_dir"]), e["stage"], float(e["lr"]),
+                 Path(e["from_cell"]) if e.get("from_cell") else None) for e in entries]
+
+
+# ---- weights a cell keeps --------------------------------------------------------------------------
+def has_weights(run_dir: Path) -> bool:
+    return any((run_dir / "encoder").glob("*.safetensors"))
+
+
+def dependents(cell: Cell, cells: list[Cell]) -> list[Cell]:
+    """The transfer cells that start from this cell's encoder."""
+    return [c for c in cells if c.from_cell == cell.run_dir]
+
+
+def needs_training(cell: Cell, cells: list[Cell]) -> bool:
+    """Not finished, or an intermediate whose weights were dropped while a target still needs them."""
+    if not cell.done:
+        return True
+    return not has_weights(cell.run_dir) and any(not d.done for d in dependents(cell, cells))
+
+
+def drop_weights(run_dir: Path) -> None:
+    """Remove a finished cell's encoder directory and head weights (scores, metrics, logs, configs stay)."""
+    shutil.rmtree(run_dir / "encoder", ignore_errors=True)
+    for path in run_dir.glob("heads/*/model.safetensors"):
+        path.unlink(missing_ok=True)
+
+
+def tidy(cells: list[Cell], config: RunConfig) -> None:
+    """Drop weights no cell of this sweep will read (`--keep-weights none`)."""
+    if config.keep_weights == "best":
+        return
+    for cell in cells:
+        if cell.done and has_weights(cell.run_dir) and all(d.done for d in dependents(cell, cells)):
+            drop_weights(cell.run_dir)
+
+
+# ---- working through the cells -------------------------------------------------------------------
+def unsettled(cells: list[Cell], all_cells: list[Cell], retries: int) -> list[Cell]:
+    """Cells that still need training and have attempts left (their intermediate too)."""
+    def blocked(cell: Cell) -> bool:
+        return cell.from_cell is not None and failed_out(cell.from_cell, retries)
+    return [c for c in cells if needs_training(c, all_cells) and not failed_out(c.run_dir, retries) and not blocked(c)]
+
+
+def failed_cells(cells: list[Cell], retries: int) -> list[Cell]:
+    """Cells that did not finish and have used up their attempts (or whose intermediate has)."""
+    return [c for c in cells if not c.done and (failed_out(c.run_dir, retries)
+                                                or (c.from_cell is not None and failed_out(c.from_cell, retries)))]
+
+
+def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> tuple[int | None, Any, bool]:
+    """(index, lock) of the first cell this process could claim; the flag says whether any cell is left."""
+    left = unsettled(cells, all_cells, config.retries)
+    for cell in left:
+        if cell.from_cell is not None and not ((cell.from_cell / "results.json").is_file()
+                                               and has_weights(cell.from_cell)):
+            continue  # its intermediate is not finished (or is trained again for its weights)
+        lock = claim(cell.run_dir)
+        if lock is None:
+            continue
+        if cell not in unsettled([cell], all_cells, config.retries):  # finished while we looked
+            lock.release()
+            continue
+        return cells.index(cell), lock, True
+    return None, None, bool(left)
+
+
+def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+               state: Accelerator) -> None:
+    """Train one claimed cell from scratch (what an earlier owner left is removed first)."""
+    if state.is_main_process and cell.run_dir.exists():
+        shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()
-    for number, cell in enumerate(pending, 1):
-        echo(f"[{number}/{len(pending)}] {cell.describe()} → {cell.run_dir}")
-        encoder = str(cell.from_cell / "encoder") if cell.from_cell is not None else config.encoder
-        if cell.from_cell is not None and not (cell.from_cell / "results.json").is_file():
-            raise MtbioError(f"{cell.from_cell}: the intermediate run is not finished")
-        train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell), cell.run_dir, encoder, cell.lr,
-                    cell.stage, data_dir)
-        state.wait_for_everyone()  # results.json is on disk before any process reads it
+    encoder = str(cell.from_cell / "encoder") if cell.from_cell is not None else config.encoder
+    train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell), cell.run_dir, encoder, cell.lr,
+                cell.stage, data_dir)
+    state.wait_for_everyone()  # results.json is on disk before any process reads it
+    if state.is_main_process:
+        shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
+
+
+def work_through(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+                 state: Accelerator, echo: Callable[[str], None] = print, all_cells: list[Cell] | None = None) -> int:
+    """Claim and train cells until none of `cells` is left to train; returns how many this process trained.
+
+    Cells other processes hold are waited for (and taken over when their lock goes stale). A failed
+    cell is recorded and tried again until `--retries` is used up. Under `accelerate launch` the main
+    process claims and every process trains the claimed cell together.
+    """
+    all_cells = all_cells if all_cells is not None else cells
+    trained = 0
+    while True:
+        lock: Any = None
+
+        def decide() -> tuple[int | None, bool]:
+            nonlocal lock
+            index, lock, left = _claim_next(cells, all_cells, config)
+            return index, left
+
+        index, left = on_main_then_share(state, decide)
+        if index is None:
+            if not left:
+                return trained
+            time.sleep(POLL_SECONDS)
+            continue
+        cell = cells[index]
+        echo(f"[{all_cells.index(cell) + 1}/{len(all_cells)}] {cell.describe()} → {cell.run_dir}")
+        try:
+            train_cell(cell, config, catalog, data_dir, state)
+            trained += 1
+        except (StopRequested, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # recorded and retried; the sweep goes on with the other cells
+            if state.is_main_process:
+                record_failure(cell.run_dir, exc)
+                attempts = len(failures(cell.run_dir))
+                echo(f"failed ({attempts} of {config.retries + 1} attempts): {cell.describe()}: {exc}")
+        finally:
+            if lock is not None:
+                lock.release()
         if state.is_main_process:
-            shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
-    return len(pending)
+            tidy(all_cells, config)
+
+
+def write_summary(sweep_dir: Path, write: Callable[[], list[Path]]) -> list[Path]:
+    """Write the sweep's summary files under its summary lock (launchers finishing together take turns)."""
+    while True:
+        lock = claim(sweep_dir / "summary")
+        if lock is not None:
+            try:
+                return write()
+            finally:
+                lock.release()
+        time.sleep(0.2)
+
+
+def failure_message(failed: list[Cell]) -> str:
+    """One line per failed cell: what it is, its last error, and how to try it again."""
+    lines = []
+    for cell in failed:
+        attempts = failures(cell.run_dir)
+        why = attempts[-1]["error"] if attempts else f"its intermediate {cell.from_cell} failed"
+        lines.append(f"{cell.describe()} failed ({why}); delete {cell.run_dir.name}.failed.json beside "
+                     f"{cell.run_dir} and rerun to try again")
+    return "\n".join(lines)
 
 
 # ---- --dry-run: what would run and how long it would take ----------------------------------------
@@ -254,8 +411,61 @@ def dry_run_report(cells: list[Cell], config: RunConfig, catalog: dict[str, Task
         total += seconds
         lines.append(f"  {cell.describe():48s} {work.train_examples:7d} train + {work.eval_examples:6d} eval examples "
                      f"~{format_duration(seconds)}  {cell.run_dir}")
+    lines.append(disk_line(cells, config))
     lines.append(f"estimated time: ~{format_duration(total)} ({rates.basis}; loading data and models not counted)")
     return "\n".join(lines)
+
+
+# ---- --dry-run: the disk the sweep will hold ---------------------------------------------------------
+CELL_FILES_BYTES = 24_000  # config, task definitions, run.log, metrics.jsonl, results.json, head configs
+SUMMARY_BYTES = 300_000  # relation files and their two PNGs
+SAVED_ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                       "vocab.txt", "merges.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+
+def encoder_bytes(source: str | None) -> int | None:
+    """Bytes a cell's saved encoder/ takes: the source's weights and tokenizer files (None if not on disk)."""
+    from mtbio.model.encoder import resolve_encoder_name
+
+    directory = Path(resolve_encoder_name(source))
+    if not directory.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            directory = Path(snapshot_download(str(source), local_files_only=True))
+        except Exception:  # not in the local cache: no estimate
+            return None
+    weights = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
+    kept = [directory / name for name in SAVED_ENCODER_FILES if (directory / name).is_file()]
+    return sum(p.stat().st_size for p in weights + kept)
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def disk_line(cells: list[Cell], config: RunConfig) -> str:
+    """What the finished sweep will hold: finished cells as they are, the others as estimated."""
+    per_encoder = encoder_bytes(config.encoder)
+    if per_encoder is None:
+        return f"estimated disk: unknown (the encoder {config.encoder} is not on this machine)"
+    finished = sum(directory_bytes(c.run_dir) for c in cells if c.done)
+    pending = [c for c in cells if not c.done]
+    keeps = 0 if config.keep_weights == "none" else per_encoder
+    held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
+    # a running cell's best weights and its resume checkpoint (weights and optimizer state)
+    peak = 3 * per_encoder * min(config.parallel, len(pending))
+    return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
+            f"({format_bytes(per_encoder)} of encoder per cell that keeps weights)"
+            + (f", up to ~{format_bytes(peak)} more while cells train" if peak else ""))
+
+
+def format_bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
 
 
 def format_duration(seconds: float) -> str:

@@ -158,6 +158,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
+        "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
         **steady_throughput(state),

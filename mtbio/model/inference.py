@@ -26,8 +26,10 @@ def predict_split(
     autocast: Callable[[], ContextManager[Any]] | None = None,
     progress: bool = True,
     with_scores: bool = False,
+    batches: list[list[int]] | None = None,
 ) -> list[Any]:
-    """Predictions for every example of `data`, in the examples' order.
+    """Predictions for every example of `data`, in the examples' order (only `batches`' examples when
+    given, None elsewhere: a process's share of the split).
 
     `autocast` makes a fresh mixed-precision context per batch (e.g. `accelerator.autocast`).
     `progress`: a progress bar (examples) on splits of more than PROGRESS_MIN_EXAMPLES examples.
@@ -38,10 +40,12 @@ def predict_split(
     head = model.heads[task]
     predictions: list[Any] = [None] * len(data)
     multiple = pad_multiple_for(device)
-    bar = tqdm(total=len(data), desc=f"predict {task}", unit="ex", leave=False, dynamic_ncols=True,
-               disable=not progress or not bars_enabled() or len(data) <= PROGRESS_MIN_EXAMPLES)
+    batches = list(data.eval_batches(batch_size)) if batches is None else batches
+    total = sum(len(b) for b in batches)
+    bar = tqdm(total=total, desc=f"predict {task}", unit="ex", leave=False, dynamic_ncols=True,
+               disable=not progress or not bars_enabled() or total <= PROGRESS_MIN_EXAMPLES)
     try:
-        for indices in data.eval_batches(batch_size):
+        for indices in batches:
             batch = to_device(data.batch(indices, pad_token_id, multiple), torch.device(device))
             batch.pop("labels", None)
             with autocast() if autocast else contextlib.nullcontext():

@@ -115,9 +115,30 @@ class RunConfig(BaseModel):
     seeds: int | None = option(None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into "
                                "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt 3",
                                ge=1)
-    dry_run: bool = option(False, "Print the runs still to do and their estimated time.", group="sweep")
+    dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
+                           "hold.", group="sweep")
     alpha: float = option(0.05, "Significance level of the paired t-test over seeds.", group="sweep", gt=0, lt=1)
     min_delta: float = option(0.01, "Smallest |mean Δ| that counts as an effect.", group="sweep", ge=0)
+    launcher: Literal["local", "ray", "slurm"] = option(
+        "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
+        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
+    parallel: int = option(1, "local: cells at once, one per GPU where there are GPUs, else CPU processes with the "
+                           "threads divided.", group="sweep", ge=1)
+    retries: int = option(1, "Attempts after a cell's first failure (each failure is recorded beside the cell).",
+                          group="sweep", ge=0)
+    keep_weights: Literal["best", "none"] = option(
+        "none", "What a finished cell keeps: best (its best-dev encoder and heads) or none (scores, metrics and logs "
+        "only). STILT intermediates keep their weights until their targets finish.", group="sweep")
+    cell_cpus: int = option(1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1)
+    cell_gpus: int = option(0, "ray/slurm: GPUs per cell.", group="sweep", ge=0)
+    ray_address: str | None = option(None, "ray: address of a running Ray cluster.", group="sweep",
+                                     shown="a local Ray instance")
+    slurm_config: str | None = option(None, "slurm: YAML file of submitit executor parameters (slurm_partition, "
+                                      "timeout_min, slurm_account, slurm_additional_parameters, ...; cluster: local "
+                                      "runs the jobs on this machine). The flags below win.", group="sweep")
+    slurm_partition: str | None = option(None, "slurm: partition.", group="sweep")
+    slurm_time: int | None = option(None, "slurm: time limit per cell in minutes.", group="sweep", shown="60", ge=1)
+    slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks.", group="stilt", comma=True, shown="--tasks/--domain")
 

@@ -6,8 +6,9 @@ batch with a non-finite loss, stop after a signal, which weights are best — mu
 on every process, or one process would wait forever in a collective the others never enter.
 The helpers here make such decisions global. With one process they cost nothing.
 
-Evaluation runs on the main process only (the others wait), and its scores are broadcast, so
-the trainer state is identical everywhere and no prediction is counted twice.
+Evaluation is sharded: each process predicts every k-th evaluation batch, the predictions are
+gathered (`gather_for_metrics`) and every process scores all of them, so the trainer state is
+identical everywhere and no prediction is counted twice.
 
 `MTBIO_DEBUG_TASK_LOG=PATH` makes each process append `step<TAB>task<TAB>uids` lines, one per
 micro-batch, to `PATH.rank<k>` (used by the multi-process test to show every rank ran the same

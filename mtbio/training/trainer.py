@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator, DistributedType
+from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 from mtbio.data.collate import pad_multiple_for, to_device
@@ -45,7 +46,6 @@ from mtbio.training.distributed import (
     any_process,
     log_micro_batch,
     min_over_processes,
-    on_main_then_share,
 )
 from mtbio.training.loss_queue import LossQueue, first_non_finite, read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
@@ -210,6 +210,8 @@ class Trainer:
         if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             use_bit_dropout(model)
         self.packed = packed_tasks(config, model, self.pad_id)
+        self._scored = 0
+        self.eval_shares: dict[str, list[int]] = {}  # examples each process scored at the last evaluation of a split
         if config.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
             model.encoder.compile()
         self.position_offset = position_offset(model.encoder)
@@ -330,24 +332,44 @@ class Trainer:
     def evaluate(self, split: str) -> dict[str, dict[str, float]]:
         """Score every task on `split` with the current weights.
 
-        With several processes the main process scores the whole split (the others wait) and
-        shares the scores, so every process holds the same state and nothing is counted twice.
+        With several processes each predicts its share of the evaluation batches (every k-th), the
+        predictions are gathered with `gather_for_metrics`, and every process scores all of them,
+        so every process holds the same scores and no prediction is counted twice.
         """
         self.accelerator.wait_for_everyone()
-        return on_main_then_share(self.accelerator, lambda: self._score(split))
+        return self._score(split)
+
+    def _predict_share(self, name: str, part: Any) -> list[Any]:
+        """This process's share of the split's predictions, gathered from every process (examples' order)."""
+        batches = list(part.eval_batches(self.config.eval_batch_size))
+        mine = batches[self.accelerator.process_index::self.accelerator.num_processes]
+        predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
+                                    self.accelerator.device, self.accelerator.autocast,
+                                    progress=self.accelerator.is_main_process, batches=mine)
+        pairs = [(i, predictions[i]) for indices in mine for i in indices]
+        self._scored += len(pairs)
+        if self.accelerator.num_processes == 1:
+            return predictions
+        ordered: list[Any] = [None] * len(part)
+        for index, prediction in self.accelerator.gather_for_metrics(pairs, use_gather_object=True):
+            ordered[index] = prediction
+        return ordered
 
     def _score(self, split: str) -> dict[str, dict[str, float]]:
         results: dict[str, dict[str, float]] = {}
+        self._scored = 0
         for name, data in self.data.items():
             if split not in data.splits:
                 continue
             part = data.splits[split]
-            predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
-                                        self.accelerator.device, self.accelerator.autocast,
-                                        progress=self.accelerator.is_main_process)
+            predictions = self._predict_share(name, part)
             gold = [ex.label for ex in part.examples]
             groups = [ex.group for ex in part.examples]
             results[name] = score_task(data.task, gold, predictions, groups)
+        shares = [self._scored]
+        if self.accelerator.num_processes > 1:
+            shares = [int(n) for n in gather_object(shares)]
+        self.eval_shares[split] = shares
         return results
 
     def evaluate_and_select(self) -> dict[str, dict[str, float]]:

@@ -1,0 +1,205 @@
+"""Where a sweep's cells run (`--launcher`): this process, N local processes, Ray tasks or SLURM jobs.
+
+Every launcher runs the same job function, `run_cell_job`, which claims its cell's lock, trains it
+and writes it into the cell's run directory; the sweep directory stays the single source of truth,
+so launchers of any kind can share it and a rerun of the command picks up where they stopped.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from accelerate import Accelerator
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.cell_locks import held_by_other
+from mtbio.experiments.sweep import Cell, unsettled, work_through
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import RunConfig
+from mtbio.training.trainer import make_accelerator
+
+DEFAULT_SLURM_MINUTES = 60
+
+
+def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+           state: Accelerator, sweep_dir: Path, echo: Callable[[str], None] = print) -> bool:
+    """Run the sweep's unfinished cells with `config.launcher`; True when no cell is left to train
+    (False: SLURM jobs were submitted and run on their own)."""
+    if (config.launcher != "local" or config.parallel > 1) and state.num_processes > 1:
+        raise MtbioError("under accelerate launch a sweep runs its cells one after another; leave out "
+                         "--launcher and --parallel")
+    if config.parallel > 1 and config.launcher != "local":
+        raise MtbioError(f"--parallel is for --launcher local; {config.launcher} runs as many cells at once as "
+                         "its resources allow (--cell-cpus, --cell-gpus)")
+    if config.cell_gpus > 1:
+        raise MtbioError("a cell on several GPUs is not supported by the launchers yet; use --cell-gpus 1 (or run "
+                         "the sweep under accelerate launch, one cell after another)")
+    if config.launcher == "ray":
+        run_on_ray(cells, config, catalog, data_dir, echo)
+        return True
+    if config.launcher == "slurm":
+        submitted = submit_to_slurm(cells, config, catalog, data_dir, sweep_dir, echo)
+        left = unsettled(cells, cells, config.retries)
+        if left and not submitted:
+            echo(f"{len(left)} cell(s) still running or queued; see: mtbio sweep status {sweep_dir}")
+        return not submitted and not left
+    if config.parallel > 1:
+        run_local_processes(cells, config, catalog, data_dir, echo)
+        return True
+    work_through(cells, config, catalog, data_dir, state, echo)
+    return True
+
+
+def run_cell_job(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+                 data_dir: Path | None, threads: int | None = None) -> str:
+    """The job function of one cell (a Ray task, a SLURM job): claim, train, record; returns the cell's
+    state afterwards (done | failed). Waits for an intermediate and for another owner of the cell."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    state = make_accelerator(config.mixed_precision)
+    work_through([cell], config, catalog, data_dir, state, echo=lambda _: None, all_cells=cells)
+    return "done" if cell.done else "failed"
+
+
+# ---- local: N processes on this machine ---------------------------------------------------------
+def _local_worker(slot: int, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+                  data_dir: Path | None, threads: int, gpus: list[str]) -> None:
+    """One of --parallel processes: its own GPU (or its share of the cores), then the claim loop."""
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    state = make_accelerator(config.mixed_precision)
+    work_through(cells, config, catalog, data_dir, state, echo=lambda line: print(f"[worker {slot}] {line}",
+                                                                                     flush=True))
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids this machine offers (CUDA_VISIBLE_DEVICES if set), without initialising CUDA here."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [g for g in given.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+                        echo: Callable[[str], None]) -> None:
+    """--parallel N: N spawned processes work through the cells (the locks split them)."""
+    import multiprocessing
+
+    gpus = visible_gpus()
+    threads = max(1, (os.cpu_count() or 1) // config.parallel)
+    where = f"one GPU each ({', '.join(gpus)})" if gpus else f"{threads} CPU thread(s) each"
+    echo(f"{config.parallel} processes, {where}")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_local_worker, args=(slot, cells, config, catalog, data_dir, threads, gpus))
+               for slot in range(config.parallel)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    crashed = [w.exitcode for w in workers if w.exitcode]
+    if crashed:
+        raise MtbioError(f"{len(crashed)} of {config.parallel} worker processes stopped with an error "
+                         f"(exit status {', '.join(map(str, crashed))}); run the same command again to finish")
+
+
+# ---- ray: one task per cell ---------------------------------------------------------------------
+def run_on_ray(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+               echo: Callable[[str], None]) -> None:
+    """Each unfinished cell is a Ray task asking for --cell-cpus/--cell-gpus, on --ray-address or a
+    Ray instance started here (or the one this process already started)."""
+    try:
+        import ray
+    except ImportError:
+        raise MtbioError("--launcher ray needs Ray: pip install 'mtbio[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        local = {} if config.ray_address else {"include_dashboard": False}  # options of a new instance only
+        ray.init(address=config.ray_address, log_to_driver=False, **local)
+    try:
+        task = ray.remote(num_cpus=config.cell_cpus, num_gpus=config.cell_gpus, max_retries=0)(_ray_cell)
+        pending = unsettled(cells, cells, config.retries)
+        refs = {task.remote(cell, cells, config, catalog, data_dir): cell for cell in pending}
+        echo(f"{len(refs)} cells sent to Ray ({config.cell_cpus} CPU, {config.cell_gpus} GPU each)")
+        waiting = list(refs)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1)
+            cell = refs[ready[0]]
+            echo(f"{ray.get(ready[0])}: {cell.describe()} → {cell.run_dir}")
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _ray_cell(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+              data_dir: Path | None) -> str:
+    import ray
+
+    os.environ["MTBIO_JOB_ID"] = f"ray-{ray.get_runtime_context().get_task_id()}"
+    return run_cell_job(cell, cells, config, catalog, data_dir, threads=config.cell_cpus)
+
+
+# ---- slurm: one job per cell, through submitit ----------------------------------------------------
+def executor_parameters(config: RunConfig) -> dict[str, Any]:
+    """submitit's parameters: the --slurm-config file, then the flags (flags win)."""
+    from mtbio.tasks.loading import read_yaml
+
+    values: dict[str, Any] = {}
+    if config.slurm_config:
+        values = read_yaml(Path(config.slurm_config)) or {}
+        if not isinstance(values, dict):
+            raise MtbioError(f"{config.slurm_config}: a mapping of submitit parameters (slurm_partition: gpu, ...)")
+    values.setdefault("timeout_min", DEFAULT_SLURM_MINUTES)
+    values.setdefault("cpus_per_task", config.cell_cpus)
+    if config.cell_gpus:
+        values.setdefault("gpus_per_node", config.cell_gpus)
+    flags = {"slurm_partition": config.slurm_partition, "timeout_min": config.slurm_time,
+             "slurm_account": config.slurm_account}
+    values.update({k: v for k, v in flags.items() if v is not None})
+    values.setdefault("name", "mtbio-cell")
+    return values
+
+
+def make_executor(config: RunConfig, folder: Path) -> Any:
+    """A submitit AutoExecutor for the cells (`cluster` from the YAML file, else SLURM)."""
+    try:
+        import submitit
+    except ImportError:
+        raise MtbioError("--launcher slurm needs submitit: pip install 'mtbio[slurm]'") from None
+    parameters = executor_parameters(config)
+    cluster = parameters.pop("cluster", None)
+    if cluster is None:
+        if shutil.which("sbatch") is None:
+            raise MtbioError("--launcher slurm: no sbatch on this machine (put 'cluster: local' in --slurm-config "
+                             "to run the jobs here)")
+        cluster = "slurm"
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    try:
+        executor.update_parameters(**parameters)
+    except (ValueError, TypeError, NameError, AssertionError) as exc:  # submitit's checks of the names and types
+        raise MtbioError(f"submitit parameters: {str(exc).splitlines()[0]}") from None
+    return executor
+
+
+def submit_to_slurm(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+                    sweep_dir: Path, echo: Callable[[str], None]) -> int:
+    """Submit one job per unfinished cell that no live owner holds, as one array; returns how many."""
+    todo = [c for c in unsettled(cells, cells, config.retries) if not held_by_other(c.run_dir)]
+    if not todo:
+        return 0
+    executor = make_executor(config, sweep_dir / "slurm")
+    with executor.batch():
+        jobs = [executor.submit(run_cell_job, cell, cells, config, catalog, data_dir, config.cell_cpus)
+                for cell in todo]
+    echo(f"submitted {len(jobs)} cell job(s) ({jobs[0].job_id}{' ...' if len(jobs) > 1 else ''}); "
+         f"see their progress with: mtbio sweep status {sweep_dir}")
+    return len(jobs)
