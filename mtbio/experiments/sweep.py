@@ -40,7 +40,8 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
 # Options that do not change what one cell trains: they are not part of the sweep's protocol.
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "resume", "from_run", "intermediate", "target"}
+                "min_delta", "resume", "from_run", "intermediate", "target", "affinity_every", "affinity_batch_size",
+                "affinity_split", "prune", "affinity", "prune_by"}
 
 
 @dataclass(frozen=True)
