@@ -195,7 +195,7 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
     for predictor in PREDICTORS:
         predicted = {(e["source"], e["target"]): float(e["score"]) for e in affinity["predictors"][predictor]["edges"]}
         pairs = sorted(set(measured) & set(predicted))
-        if len(pairs) < 3:
+        if len(pairs) < 2:
             raise MtbioError(f"only {len(pairs)} ordered pair(s) are in both the pairwise and the affinity run; "
                              "compare runs on the same tasks")
         x = np.array([predicted[p] for p in pairs])
@@ -282,6 +282,8 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
                 lines.append(f"  top-{k['k']} partners over {k['targets']} targets: precision {k['precision']:.2f} "
                              f"(random {k['chance']:.2f}), measured Δ > 0 in {k['helpful']:.2f}")
     lines.append(f"best predictor by Spearman: {result['best_predictor']}")
+    if min(entry["pairs"] for entry in result["predictors"].values()) < 10:
+        lines.append("(fewer than 10 pairs: these correlations say little)")
     compute = result["compute"]
     measured, predicted = compute["pairwise"], compute["affinity"]
     note = f", {measured['cells_estimated']} cell(s) as steps × batch size" if measured["cells_estimated"] else ""
