@@ -275,6 +275,7 @@ def _run_sweep(run: Any, values: dict[str, Any]) -> None:
 
 
 @main.command()
+@config_options("prune")
 @sweep_options
 def pairwise(**values: Any) -> None:
     """Pairwise MTL: single-task baselines and every two-task run; which task helps which."""
@@ -307,6 +308,24 @@ def sweep_status(sweep_dir: str) -> None:
     from mtbio.experiments.sweep_status import status_table
 
     click.echo(status_table(Path(sweep_dir)))
+
+
+@main.command()
+@config_options("affinity", "seeds", "training")
+def affinity(**values: Any) -> None:
+    """Predict which task helps which from one joint run per seed (lookahead affinity, gradient cosine)."""
+    from accelerate import PartialState
+
+    from mtbio.experiments.affinity import affinity as run_affinity
+    from mtbio.reporting.affinity import report_affinity
+    from mtbio.training.trainer import StopRequested
+
+    try:
+        directory, _ = run_affinity(_run_config(values), echo=click.echo)
+    except StopRequested:
+        raise MtbioError("stopped by a signal; run the same command again (finished seeds are kept)") from None
+    if PartialState().is_main_process:
+        click.echo("\n" + report_affinity(directory))
 
 
 @main.command()
@@ -349,7 +368,8 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
-    or stilt sweep directory (relations.json / stilt.json) prints its gain matrix instead.
+    or stilt sweep directory (relations.json / stilt.json) prints its gain matrix instead; an affinity
+    directory prints its predicted matrices, and PAIRWISE_DIR AFFINITY_DIR compares prediction and measurement.
     """
     from pathlib import Path
 
@@ -359,6 +379,18 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
 
         for path in paths:
             click.echo(f"written: {write_curves(path)}")
+        return
+    affinities = [p for p in paths if (p / "affinity.json").exists()]
+    if affinities:
+        from mtbio.reporting.affinity import report_affinity, report_comparison
+
+        others = [p for p in paths if p not in affinities]
+        if len(affinities) > 1 or len(others) > 1 or labels or output or csv_path or trivial or compare_to:
+            raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
+                             "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
+        click.echo(report_comparison(others[0], affinities[0]) if others else report_affinity(affinities[0]))
+        if others:
+            click.echo(f"\nwritten: {affinities[0] / 'comparison.json'} and comparison.png")
         return
     sweeps = [p for p in paths if (p / "relations.json").exists() or (p / "stilt.json").exists()]
     if sweeps:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRAINING = ("refine", "finetune", "pairwise", "stilt")
+TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4"]
 
 
@@ -56,7 +56,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         words = shlex.split(line)
         assert words[0] == "mtbio", f"README line is not an mtbio command: {line}"
         words[0] = mtbio
-        if words[1] in ("pairwise", "stilt") and "--domain" in words:  # 2 tasks instead of 4 keep the sweep short
+        if words[1] in ("pairwise", "stilt", "affinity") and "--domain" in words:  # 2 tasks instead of 4 keep the sweep short
             i = words.index("--domain")
             words[i:i + 2] = ["--tasks", "chemprot,ddi"]
         if words[1] in TRAINING:
@@ -67,7 +67,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         assert done.returncode == 0, f"README command failed: {line}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, line
         ran.append(words[1])
-    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep"} <= set(ran)
+    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
 
 

@@ -145,6 +145,13 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
 
     with pytest.raises(MtbioError, match="other options.*epochs"):
         pairwise(config.model_copy(update={"epochs": 2}), echo=lambda _: None)
+    recorded = tmp_path / "sweep" / "sweep.json"  # recorded before mtbio had an option: it ran at the default
+    older = json.loads(recorded.read_text())
+    del older["protocol"]["packing"]
+    recorded.write_text(json.dumps(older))
+    pairwise(config, echo=lambda _: None)
+    with pytest.raises(MtbioError, match="other options.*packing"):
+        pairwise(config.model_copy(update={"packing": not config.packing}), echo=lambda _: None)
 
 
 def test_dry_run_lists_every_cell_with_a_default_estimate(

@@ -16,6 +16,7 @@ from mtbio.experiments.launchers import launch
 from mtbio.experiments.sweep import (Cell, baseline_cell, cell_score, check_data, check_protocol, dry_run_report,
                                      failed_cells, failure_message, processes, record_cells, record_protocol, seeds_of,
                                      write_summary)
+from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -29,12 +30,15 @@ def sweep_dir_for(config: RunConfig, tasks: list[TaskDef], kind: str) -> Path:
     return Path("runs") / kind / label
 
 
-def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: RunConfig) -> list[Cell]:
-    """Baselines first, then the pairs, seed by seed."""
+def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: RunConfig,
+                   keep: set[frozenset[str]] | None = None) -> list[Cell]:
+    """Baselines first, then the pairs (those in `keep`, when given), seed by seed."""
     lr = config.learning_rate(REFINE_LR)
     cells = [baseline_cell(sweep_dir, t.name, s, lr) for s in seeds_of(config) for t in tasks]
     for seed in seeds_of(config):
         for a, b in combinations([t.name for t in tasks], 2):
+            if keep is not None and frozenset((a, b)) not in keep:
+                continue
             cells.append(Cell("pair", (a, b), seed, sweep_dir / "pairs" / f"{a}+{b}" / f"seed-{seed}", "refine", lr))
     return cells
 
@@ -74,7 +78,8 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     data_dir = data_dir_for(config)
     check_data(tasks, data_dir)
     sweep_dir = sweep_dir_for(config, tasks, "pairwise")
-    cells = pairwise_cells(sweep_dir, tasks, config)
+    keep = pruned(config, tasks, echo)
+    cells = pairwise_cells(sweep_dir, tasks, config, keep)
     check_protocol(sweep_dir, config)
     if config.dry_run:
         assert data_dir is not None
@@ -94,6 +99,20 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     if failed:
         raise MtbioError(failure_message(failed) + "\nthe relation files were written from the finished cells")
     return sweep_dir, relations
+
+
+def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None]) -> set[frozenset[str]] | None:
+    """--prune K --affinity DIR: the pairs holding each target's K most promising partners (None: all)."""
+    if (config.prune is None) != (config.affinity is None):
+        raise MtbioError("--prune K and --affinity DIR go together (the affinity run ranks each target's partners)")
+    if config.prune is None:
+        return None
+    assert config.affinity is not None
+    keep = pruned_pairs(read_json(Path(config.affinity), "affinity.json"), [t.name for t in tasks], config.prune,
+                        config.prune_by)
+    total = len(tasks) * (len(tasks) - 1) // 2
+    echo(f"--prune {config.prune}: {len(keep)} of {total} pairs, ranked by {config.prune_by} in {config.affinity}")
+    return keep
 
 
 def _silent(_line: str) -> None:

@@ -51,7 +51,8 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
                 "min_delta", "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
                 "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
-                "slurm_time", "slurm_account"}
+                "slurm_time", "slurm_account", "affinity_every",
+                "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads"}
 POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes hold
 
 
@@ -133,6 +134,9 @@ def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
         return
     saved = json.loads(path.read_text()).get("protocol", {})
     current = protocol(config)
+    # an option added to mtbio after the sweep was recorded was trained at its default
+    defaults = protocol(RunConfig())
+    saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     changed = [f"{k}: {saved.get(k)!r} there, {current.get(k)!r} now" for k in sorted(set(saved) | set(current))
                if saved.get(k) != current.get(k)]
     if changed:

@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -66,8 +67,10 @@ def train_tasks(
     stage: str,
     data_dir: Path | None,
     heads_source: Path | None = None,
+    step_hooks: Sequence[Callable[[Trainer], None]] = (),
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content.
+    `step_hooks` are called with the trainer after every optimizer step.
 
     `heads_source`: a run's `heads/` directory; a task with a head there starts from it (it must
     have been trained with the same labels), the others get new heads.
@@ -75,7 +78,8 @@ def train_tasks(
     The `mtbio` logger's INFO lines of the run (truncation, packing, resume point, skipped batches,
     warnings) go to `run_dir/run.log` too."""
     with run_log() as log_file:
-        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source)
+        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source,
+                            step_hooks)
 
 
 def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) -> dict[str, Any]:
@@ -97,7 +101,8 @@ def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) ->
 
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
                  stage: str, data_dir: Path | None, log_file: RunLogHandler,
-                 heads_source: Path | None) -> dict[str, Any]:
+                 heads_source: Path | None,
+                 step_hooks: Sequence[Callable[[Trainer], None]]) -> dict[str, Any]:
     accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
@@ -130,7 +135,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                              "choose a writable --output with free space") from None
 
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                      on_best=lambda m: save_model(m, tokenizer, run_dir))
+                      on_best=lambda m: save_model(m, tokenizer, run_dir), step_hooks=step_hooks)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
         hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()}
         accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
@@ -159,6 +164,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
         "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
+        "train_examples": state.examples_seen,
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
         **steady_throughput(state),

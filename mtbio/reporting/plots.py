@@ -23,8 +23,10 @@ from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
 
 
-def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
-    """Directed graph on a circle; both directions of a pair are drawn as separate arcs."""
+def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None = None,
+                        number: str = "{:+.3f}") -> None:
+    """Directed graph on a circle; both directions of a pair are drawn as separate arcs. `number`
+    formats the edge labels; `title` replaces the pairwise caption."""
     import networkx as nx
 
     graph = nx.DiGraph()
@@ -49,10 +51,10 @@ def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
         nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=COLOURS[verdict], width=widths,
                                style="dashed" if verdict == NO_EFFECT else "solid", arrows=True, arrowsize=18,
                                node_size=3200, connectionstyle=style, alpha=0.7 if verdict == NO_EFFECT else 1.0)
-        nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: f"{graph.edges[e]['delta']:+.3f}" for e in edges},
+        nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: number.format(graph.edges[e]["delta"]) for e in edges},
                                      font_color=COLOURS[verdict], font_size=8, connectionstyle=style, label_pos=0.3,
                                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_title(f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
+    ax.set_title(title or f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
                  "green improves, red hurts, grey no effect\nnode: baseline score; edge s→t: Δ of t trained with s",
                  fontsize=10)
     ax.axis("off")
@@ -63,14 +65,15 @@ def plot_relation_graph(relations: dict[str, Any], path: Path) -> None:
 
 
 def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[float | None]],
-             text: list[list[str]], title: str, xlabel: str, ylabel: str, min_delta: float) -> None:
-    """The colour scale spans at least ±2·min_delta, so differences below the effect threshold
-    stay pale instead of being stretched to full red or green."""
+             text: list[list[str]], title: str, xlabel: str, ylabel: str, min_delta: float,
+             colour_label: str = "Δ vs baseline", floor: float = 1e-3) -> None:
+    """The colour scale spans at least ±2·min_delta (and ±`floor`), so differences below the effect
+    threshold stay pale instead of being stretched to full red or green."""
     import numpy as np
 
     values = np.array([[math.nan if v is None else v for v in row] for row in colour], dtype=float)
     finite = values[np.isfinite(values)]
-    span = max(float(np.abs(finite).max()) if finite.size else 0.0, 2 * min_delta, 1e-3)
+    span = max(float(np.abs(finite).max()) if finite.size else 0.0, 2 * min_delta, floor)
     fig, ax = plt.subplots(figsize=(2.0 + 1.5 * len(columns), 1.5 + 0.8 * len(rows)))
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
@@ -82,7 +85,7 @@ def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    fig.colorbar(image, ax=ax, label="Δ vs baseline")
+    fig.colorbar(image, ax=ax, label=colour_label)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -140,6 +143,27 @@ def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str],
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_score_matrix(path: Path, tasks: list[str], matrix: list[list[float | None]], title: str,
+                      colour_label: str) -> None:
+    """Heatmap of a predicted score per ordered pair: rows = target, columns = source (as `plot_gain_matrix`)."""
+    text = [["" if v is None else f"{v:+.3g}" for v in row] for row in matrix]
+    _heatmap(path, tasks, tasks, matrix, text, title, "source (partner)", "target", 0.0, colour_label, floor=1e-12)
+
+
+def plot_prediction_scatter(panels: list[tuple[str, list[float], list[float], str]], path: Path, ylabel: str) -> None:
+    """One panel per predictor: predicted score (x) against the measured value (y) of each ordered
+    pair; `panels` holds (predictor, predicted, measured, caption)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.5), squeeze=False)
+    for ax, (name, predicted, measured, caption) in zip(axes[0], panels):
+        ax.scatter(predicted, measured, s=18, alpha=0.8)
+        ax.axhline(0.0, color="#9e9e9e", linewidth=0.8)
+        ax.set(xlabel=f"predicted: {name}", ylabel=ylabel, title=caption)
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

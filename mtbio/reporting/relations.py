@@ -68,23 +68,25 @@ def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     paths[1].write_text(relations_dot(relations))
     write_graphml(relations, paths[2])
     tasks, matrix = gain_matrix(relations)
-    _write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
+    write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
     plot_relation_graph(relations, paths[4])
     plot_gain_matrix(relations, tasks, matrix, paths[5])
     return paths
 
 
-def relations_dot(relations: dict[str, Any]) -> str:
-    """Graphviz: one node per task (with its baseline), coloured edges labelled with Δ."""
-    lines = ["digraph relations {", f'  label="pairwise MTL, {relations["split"]}, {len(relations["seeds"])} seed(s): '
-             'green improves, red hurts, grey no effect";', "  node [shape=ellipse, fontname=Helvetica];",
+def relations_dot(relations: dict[str, Any], title: str | None = None, number: str = "{:+.3f}") -> str:
+    """Graphviz: one node per task (with its baseline), coloured edges labelled with Δ (`number`
+    formats the edge value; `title` replaces the pairwise caption)."""
+    title = title or (f'pairwise MTL, {relations["split"]}, {len(relations["seeds"])} seed(s): green improves, red '
+                      'hurts, grey no effect')
+    lines = ["digraph relations {", f'  label="{title}";', "  node [shape=ellipse, fontname=Helvetica];",
              "  edge [fontname=Helvetica, fontsize=10];"]
     for node in relations["nodes"]:
         lines.append(f'  "{node["task"]}" [label="{node["task"]}\\n{node["metric"]} {node["baseline"]["mean"]:.3f}"];')
     for edge in relations["edges"]:
         style = "solid" if edge["verdict"] != NO_EFFECT else "dashed"
         lines.append(f'  "{edge["source"]}" -> "{edge["target"]}" [color="{COLOURS[edge["verdict"]]}", '
-                     f'fontcolor="{COLOURS[edge["verdict"]]}", style={style}, label="{edge["delta"]:+.3f}", '
+                     f'fontcolor="{COLOURS[edge["verdict"]]}", style={style}, label="{number.format(edge["delta"])}", '
                      f'verdict="{edge["verdict"]}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -93,7 +95,7 @@ def relations_dot(relations: dict[str, Any]) -> str:
 def write_graphml(relations: dict[str, Any], path: Path) -> None:
     import networkx as nx
 
-    graph = nx.DiGraph(kind="pairwise", split=relations["split"], rule=relations["rule"])
+    graph = nx.DiGraph(kind=relations.get("kind", "pairwise"), split=relations["split"], rule=relations["rule"])
     for node in relations["nodes"]:
         attrs = {"metric": node["metric"], "baseline": node["baseline"]["mean"]}
         if node["baseline"]["sd"] is not None:
@@ -108,7 +110,7 @@ def write_graphml(relations: dict[str, Any], path: Path) -> None:
     nx.write_graphml(graph, path)
 
 
-def _write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str],
+def write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str],
                       matrix: list[list[float | None]]) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -156,7 +158,7 @@ def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     paths = [sweep_dir / n for n in ("stilt.json", "stilt_matrix.csv", "stilt_matrix.png")]
     paths[0].write_text(json.dumps(stilt, indent=2) + "\n")
     rows, columns, matrix = stilt_matrix(stilt)
-    _write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
+    write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
     plot_stilt_matrix(stilt, paths[2])
     return paths
 

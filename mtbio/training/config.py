@@ -20,8 +20,8 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
            comma: bool = False, envvar: str | None = None, shown: str | None = None, **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
-    `group` says which commands take it (training: refine, finetune, pairwise, stilt; finetune; sweep:
-    pairwise and stilt; seeds: finetune and the sweeps; stilt). `flag` overrides the flag name
+    `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
+    sweep: pairwise and stilt; seeds: finetune, the sweeps and affinity; stilt; affinity; prune: pairwise). `flag` overrides the flag name
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
     --help when it is not the field's own default (a default decided by the command).
     """
@@ -113,7 +113,7 @@ class RunConfig(BaseModel):
                                   ge=1)
 
     seeds: int | None = option(None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into "
-                               "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt 3",
+                               "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3",
                                ge=1)
     dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
                            "hold.", group="sweep")
@@ -141,6 +141,19 @@ class RunConfig(BaseModel):
     slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks.", group="stilt", comma=True, shown="--tasks/--domain")
+    affinity_every: int = option(100, "Measure the task affinities every N optimizer steps (and at the last step "
+                                 "if no measurement fell into the run).", group="affinity", ge=1)
+    affinity_batch_size: int = option(32, "Examples per task in each measurement batch (seeded draws from the "
+                                      "train split, apart from the training batches).", group="affinity", ge=1)
+    affinity_split: Literal["train", "dev"] = option(
+        "train", "Where the lookahead measures the target's loss: a train batch (TAG) or a dev batch (held-out).",
+        group="affinity")
+    prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
+                               "--affinity (and every baseline).", group="prune", shown="off", ge=1)
+    affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
+                                  "partners by.", group="prune")
+    prune_by: Literal["lookahead", "cosine"] = option("cosine", "The affinity predictor --prune ranks by.",
+                                                      group="prune")
 
     @field_validator("report_to")
     @classmethod

@@ -17,7 +17,7 @@ import math
 import os
 import signal
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,8 +185,10 @@ class Trainer:
         lr: float,
         accelerator: Accelerator,
         on_best: Any = None,
+        step_hooks: Sequence[Callable[["Trainer"], None]] = (),
     ):
         self.config = config
+        self.step_hooks = list(step_hooks)  # called with the trainer after every optimizer step (e.g. affinity)
         self.run_dir = run_dir
         self.data = data
         self.tokenizer = tokenizer
@@ -309,6 +311,8 @@ class Trainer:
         rate = self.state.examples_seen / max(self.state.train_seconds, 1e-9)
         loss = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
         bar.set_postfix(task=task_name, loss=loss, ex_s=f"{rate:.1f}")
+        for hook in self.step_hooks:
+            hook(self)
 
     def read_losses(self) -> None:
         """Read the queued losses on the host (one transfer) and stop at the first non-finite one.
@@ -453,7 +457,7 @@ class Trainer:
         for j, chunk in enumerate(chunks):
             last = sync and j == len(chunks) - 1
             with contextlib.nullcontext() if last else acc.no_sync(self.model):
-                batch = to_device(self._collate(task, part, chunk), acc.device)
+                batch = to_device(self.collate(task, part, chunk), acc.device)
                 with acc.autocast():
                     out = self.model(task, **batch)
                 loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
@@ -471,7 +475,8 @@ class Trainer:
         self.state.examples_seen += len(indices)
         return True
 
-    def _collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
+    def collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
+        """The rows `chunk` of `part` as the training step feeds them (packed rows for packed tasks)."""
         if task in self.packed:
             return part.packed_batch(chunk, self.pad_id, self.position_offset, self.pad_multiple)
         return part.batch(chunk, self.pad_id, self.pad_multiple)

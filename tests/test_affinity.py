@@ -1,0 +1,219 @@
+"""mtbio affinity: the lookahead step, the synthetic helper / noise setup of the pairwise tests, an
+unchanged training trajectory, the comparison with a measured graph, and the commands end to end."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from scipy.stats import kendalltau, spearmanr
+from test_relations import _config
+
+from mtbio.cli import main
+from mtbio.errors import MtbioError
+from mtbio.experiments.affinity import affinity
+from mtbio.experiments.training_run import train_tasks
+from mtbio.reporting.affinity import compare_prediction, pruned_pairs, top_k
+from mtbio.tasks.loading import load_catalog
+from mtbio.training.affinity import AffinityProbe, step_from
+from mtbio.training.stabilize import AdamWNoBiasCorrection
+
+SAMPLES = Path(__file__).resolve().parents[1] / "mtbio" / "sample_data"
+
+
+# ---- the lookahead step ----------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.0),
+    lambda p: AdamWNoBiasCorrection(p, lr=1e-2),
+    lambda p: torch.optim.Adamax(p, lr=1e-2),
+])
+def test_the_lookahead_step_is_the_gradients_part_of_the_optimizers_update(make) -> None:  # type: ignore[no-untyped-def]
+    """With the momentum zeroed, the real next step is exactly the part `step_from` attributes to the gradient."""
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(torch.randn(5, 3))
+    optimizer = make([param])
+    for _ in range(3):
+        param.grad = torch.randn(5, 3)
+        optimizer.step()
+    grad = torch.randn(5, 3)
+    state = copy.deepcopy(optimizer.state[param])
+    predicted = step_from(optimizer, optimizer.param_groups[0], grad, optimizer.state[param])
+    assert all(torch.equal(state[k], optimizer.state[param][k]) for k in state)  # the state is only read
+    optimizer.state[param]["exp_avg"].zero_()
+    before = param.detach().clone()
+    param.grad = grad
+    optimizer.step()
+    assert torch.allclose(before - param.detach(), predicted, atol=1e-7, rtol=1e-5)
+
+
+# ---- the synthetic setup ------------------------------------------------------------------------------
+def test_the_helper_pair_scores_highest_and_the_noise_task_lowest(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    config = _config(keyword_tasks, micro_encoder, tmp_path / "aff", seeds=2, affinity_every=10)
+    directory, result = affinity(config, echo=lambda _: None)
+    cosine = {(e["source"], e["target"]): e for e in result["predictors"]["cosine"]["edges"]}
+    best = max(cosine, key=lambda pair: cosine[pair]["score"])
+    assert set(best) == {"kw-all", "kw-few"}, cosine
+    for target, other in (("kw-few", "kw-all"), ("kw-all", "kw-few")):  # noise is each target's lowest source
+        assert cosine[("kw-noise", target)]["score"] < cosine[(other, target)]["score"]
+    assert cosine[("kw-all", "kw-few")]["score"] > 0.1
+    edge = cosine[("kw-all", "kw-few")]
+    assert edge["n_points"] == 48 and set(edge["per_seed"]) == {"42", "43"} and edge["sd_seeds"] is not None
+    lookahead = result["predictors"]["lookahead"]["edges"]
+    assert len(lookahead) == 6 and all(np.isfinite(e["score"]) and e["sd_points"] > 0 for e in lookahead)
+    compute = result["compute"]
+    assert compute["train_examples"] == 2 * 4 * 480 and compute["points"] == {"42": 24, "43": 24}
+    assert compute["measure_backward_examples"] == 2 * 24 * 3 * 32 and compute["wall_seconds"] > compute["measure_seconds"] > 0
+
+    for name in ("affinity.json", "affinity_matrix.csv", "cosine_matrix.csv", "affinity.dot", "affinity.graphml"):
+        assert (directory / name).is_file(), name
+    import matplotlib.image
+    import networkx as nx
+
+    for png in ("affinity_matrix.png", "cosine_matrix.png", "affinity.png"):
+        image = matplotlib.image.imread(directory / png)
+        assert image.shape[0] > 200 and image.std() > 0.01, png
+    assert nx.read_graphml(directory / "affinity.graphml").graph["kind"] == "affinity-cosine"
+    assert (directory / "cosine_matrix.csv").read_text().splitlines()[0] == "target \\ source,kw-few,kw-all,kw-noise"
+    assert pruned_pairs(result, ["kw-few", "kw-all", "kw-noise"], 1, "cosine") >= {frozenset(("kw-all", "kw-few"))}
+
+    stamp = (directory / "seed-42" / "results.json").stat().st_mtime_ns
+    affinity(config, echo=lambda _: None)  # finished seeds are not trained again
+    assert (directory / "seed-42" / "results.json").stat().st_mtime_ns == stamp
+    with pytest.raises(MtbioError, match="measured with"):
+        affinity(config.model_copy(update={"affinity_every": 5}), echo=lambda _: None)
+
+
+# ---- the trajectory ------------------------------------------------------------------------------------
+def _final_weights(keyword_tasks: tuple[str, str], encoder: str, run_dir: Path,
+                   hooks: list) -> dict[str, torch.Tensor]:  # type: ignore[type-arg]
+    defs, data = keyword_tasks
+    catalog = load_catalog([defs])
+    config = _config(keyword_tasks, encoder, run_dir, epochs=1, tasks=["kw-few", "kw-all"], seeds=None)
+    final: dict[str, torch.Tensor] = {}
+
+    def keep(trainer) -> None:  # type: ignore[no-untyped-def]
+        if trainer.state.global_step == trainer.total_steps:
+            final.update({k: v.detach().clone() for k, v in trainer.unwrapped.state_dict().items()})
+
+    train_tasks([catalog.tasks["kw-few"], catalog.tasks["kw-all"]], config, run_dir, encoder, 5e-3, "refine",
+                Path(data), step_hooks=[*hooks, keep])
+    return final
+
+
+def test_measuring_leaves_the_weights_and_the_trajectory_unchanged(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    """Dropout is on (the micro encoder and the heads): a probe that consumed the torch RNG would show."""
+    plain = _final_weights(keyword_tasks, micro_encoder, tmp_path / "plain", [])
+    probe = AffinityProbe(every=3, batch_size=16, seed=42)
+    measured = _final_weights(keyword_tasks, micro_encoder, tmp_path / "measured", [probe])
+    assert len(probe.points) == 12 and plain.keys() == measured.keys()
+    assert all(torch.equal(plain[k], measured[k]) for k in plain)
+    losses = [[line["loss"] for line in map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines())
+               if line["split"] == "train"] for run in ("plain", "measured")]
+    assert losses[0] == losses[1]
+    # the check can fail: one random draw per step changes the run
+    drawn = _final_weights(keyword_tasks, micro_encoder, tmp_path / "drawn", [lambda _trainer: torch.rand(1)])
+    assert not all(torch.equal(plain[k], drawn[k]) for k in plain)
+
+
+# ---- prediction against measurement ---------------------------------------------------------------------
+TASKS = ["a", "b", "c", "d"]
+MEASURED = {("b", "a"): 0.04, ("c", "a"): -0.01, ("d", "a"): 0.00, ("a", "b"): 0.02, ("c", "b"): 0.03,
+            ("d", "b"): -0.02, ("a", "c"): -0.03, ("b", "c"): 0.01, ("d", "c"): 0.05, ("a", "d"): 0.00,
+            ("b", "d"): -0.04, ("c", "d"): 0.02}
+PREDICTED = {("b", "a"): 0.30, ("c", "a"): 0.10, ("d", "a"): -0.20, ("a", "b"): 0.05, ("c", "b"): 0.40,
+             ("d", "b"): 0.00, ("a", "c"): -0.10, ("b", "c"): -0.05, ("d", "c"): 0.20, ("a", "d"): 0.30,
+             ("b", "d"): -0.30, ("c", "d"): 0.25}
+
+
+def _handmade(tmp_path: Path) -> tuple[Path, Path]:
+    pairwise_dir, affinity_dir = tmp_path / "pairwise", tmp_path / "affinity"
+    pairwise_dir.mkdir()
+    affinity_dir.mkdir()
+    relations = {"kind": "pairwise", "split": "dev", "seeds": [42],
+                 "nodes": [{"task": t} for t in TASKS],
+                 "edges": [{"source": s, "target": t, "delta": d} for (s, t), d in MEASURED.items()]}
+    (pairwise_dir / "relations.json").write_text(json.dumps(relations))
+    for cell, results in (("baselines/a/seed-42", {"train_examples": 100, "wall_seconds": 10.0}),
+                          ("pairs/a+b/seed-42", {"train_examples": 200, "wall_seconds": 30.0}),
+                          ("pairs/a+c/seed-43", {"train_examples": 999, "wall_seconds": 99.0}),  # another seed
+                          ("pairs/c+d/seed-42", {"steps": 5, "wall_seconds": 20.0})):  # predates train_examples
+        (pairwise_dir / cell).mkdir(parents=True)
+        (pairwise_dir / cell / "results.json").write_text(json.dumps(results))
+    (pairwise_dir / "pairs/c+d/seed-42/config.yaml").write_text("batch_size: 8\n")
+    edges = [{"source": s, "target": t, "score": v} for (s, t), v in PREDICTED.items()]
+    affinity_json = {"kind": "affinity", "tasks": TASKS, "seeds": [42], "default_predictor": "cosine",
+                     "predictors": {"lookahead": {"edges": edges},
+                                    "cosine": {"edges": [dict(e, score=-e["score"]) for e in edges]}},
+                     "compute": {"train_examples": 30, "measure_backward_examples": 6, "measure_forward_examples": 12,
+                                 "measure_seconds": 1.0, "wall_seconds": 6.0}}
+    (affinity_dir / "affinity.json").write_text(json.dumps(affinity_json))
+    return pairwise_dir, affinity_dir
+
+
+def test_report_compares_prediction_and_measurement(tmp_path: Path) -> None:
+    pairwise_dir, affinity_dir = _handmade(tmp_path)
+    pairs = sorted(MEASURED)
+    x, y = [PREDICTED[p] for p in pairs], [MEASURED[p] for p in pairs]
+    result = CliRunner().invoke(main, ["report", str(pairwise_dir), str(affinity_dir)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((affinity_dir / "comparison.json").read_text())
+    lookahead = saved["predictors"]["lookahead"]
+    assert lookahead["spearman"] == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert lookahead["kendall"] == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
+    assert saved["predictors"]["cosine"]["spearman"] == pytest.approx(-lookahead["spearman"])
+    assert saved["best_predictor"] == "lookahead" and lookahead["pairs"] == 12
+    low, high = lookahead["interval"]["spearman"]
+    assert low < lookahead["spearman"] < high
+    # top-1 by hand, predicted (measured best): a: b (b), b: c (c), c: d (d), d: a (c, and a → d has Δ 0)
+    assert lookahead["top_k"][0] == {"k": 1, "targets": 4, "precision": 0.75, "helpful": 0.75, "chance": pytest.approx(1 / 3)}
+    compute = saved["compute"]
+    assert compute["pairwise"] == {"cells": 3, "train_examples": 100 + 200 + 5 * 8, "wall_seconds": 60.0,
+                                   "cells_estimated": 1}
+    assert compute["fraction_wall_seconds"] == pytest.approx(0.1)
+    assert compute["fraction_examples"] == pytest.approx((30 + 6 + 12 / 3) / 340)
+    assert f"Spearman {lookahead['spearman']:+.3f}" in result.output and "affinity / pairwise: wall time 0.100" in result.output
+    assert (affinity_dir / "comparison.png").is_file()
+    refused = CliRunner().invoke(main, ["report", str(pairwise_dir), str(affinity_dir), "--label", "x"])
+    assert refused.exit_code == 2 and "reported alone" in refused.output
+
+
+def test_top_k_counts_only_targets_with_more_partners_than_k() -> None:
+    one = top_k(PREDICTED, MEASURED, TASKS, 3)  # three partners each: every pick is in the top 3
+    assert one["targets"] == 0 and one["precision"] is None
+    two = top_k(PREDICTED, MEASURED, TASKS, 2)
+    assert two["targets"] == 4 and two["chance"] == pytest.approx(2 / 3)
+    with pytest.raises(MtbioError, match="ordered pair"):
+        compare_prediction({"nodes": [], "edges": []}, {"predictors": {"lookahead": {"edges": []}}})
+
+
+# ---- the commands end to end ------------------------------------------------------------------------------
+def test_affinity_then_a_pruned_pairwise_on_demo_data(tmp_path: Path, tiny_encoder: str) -> None:
+    common = ["--tasks", "demo-hoc,demo-ner,demo-sts", "--task-defs", str(SAMPLES / "task_defs"), "--data-dir",
+              str(SAMPLES), "--encoder", tiny_encoder, "--max-steps", "4", "--batch-size", "4",
+              "--max-train-examples", "16", "--max-length", "32", "--seeds", "1"]
+    done = CliRunner().invoke(main, ["affinity", *common, "--affinity-every", "2", "--affinity-batch-size", "4",
+                                     "--affinity-split", "dev", "--output", str(tmp_path / "aff")])
+    assert done.exit_code == 0, done.output
+    assert "gradient cosine" in done.output and "most promising source" in done.output
+    saved = json.loads((tmp_path / "aff" / "affinity.json").read_text())
+    assert saved["compute"]["points"] == {"42": 2} and saved["measurement"]["split"] == "dev"
+
+    pruned = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--affinity", str(tmp_path / "aff"),
+                                       "--output", str(tmp_path / "pw")])
+    assert pruned.exit_code == 0, pruned.output
+    kept = pruned_pairs(saved, ["demo-hoc", "demo-ner", "demo-sts"], 1, "cosine")
+    assert f"--prune 1: {len(kept)} of 3 pairs" in pruned.output
+    trained = {frozenset(p.name.split("+")) for p in (tmp_path / "pw" / "pairs").iterdir()}
+    assert trained == kept and len(list((tmp_path / "pw" / "baselines").iterdir())) == 3
+
+    report = CliRunner().invoke(main, ["report", str(tmp_path / "pw"), str(tmp_path / "aff")])
+    assert report.exit_code == 0, report.output
+    assert "best predictor by Spearman" in report.output and (tmp_path / "aff" / "comparison.json").is_file()
+    alone = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--output", str(tmp_path / "pw")])
+    assert alone.exit_code == 2 and "--prune K and --affinity DIR go together" in alone.output
