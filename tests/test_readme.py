@@ -82,3 +82,6 @@ def test_quickstart_demo_runs_and_prints_the_table(tmp_path: Path, tiny_encoder:
         assert task in header
     rows = [line for line in done.stdout.splitlines() if line.startswith(str(tmp_path))]
     assert [r.split()[1] for r in rows] == ["refinement", "fine-tune"]
+    trivial = next(line for line in done.stdout.splitlines() if line.startswith("trivial")).split()
+    columns = header.split()
+    assert trivial[columns.index("demo-ner")] == "0.0000"  # all O: no entity found
