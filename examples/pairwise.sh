@@ -8,10 +8,10 @@
 #
 # The sweep directory is examples/pairwise_<domain>/ itself: a finished cell's small files
 # (results.json, config.yaml, metrics.jsonl, tasks/) are committed, its weights are ignored by git
-# (examples/.gitignore), so a fresh clone resumes from the committed cells. Each seed is its own
-# `mtbio pairwise --seed S --seeds 1` process (PARALLEL at once, threads divided between them); a
-# last call over all seeds finds every cell finished and writes relations.json, the graph and the
-# gain matrix. tests/test_examples.py runs this script in a tiny mode.
+# (examples/.gitignore), so a fresh clone resumes from the committed cells. PARALLEL cells train at
+# once (`--parallel`, threads divided between them; each cell is claimed with a lock file, so a
+# second copy of this script on the same directory shares the work). The sweep ends by writing
+# relations.json, the graph and the gain matrix. tests/test_examples.py runs this script in a tiny mode.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,27 +24,11 @@ RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}
 TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
 OUT=${OUT:-$HERE/pairwise_${DOMAIN//-/_}}
 PARALLEL=${PARALLEL:-1}
-THREADS=${THREADS:-$(nproc)}
 MTBIO=${MTBIO:-mtbio}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
 read -r -a seeds <<< "$SEEDS"
 select=(--domain "$DOMAIN")
 [ -n "$TASKS" ] && select=(--tasks "$TASKS")
-common=("${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}"
-        --output "$OUT")
-
-if [ "$PARALLEL" -gt 1 ]; then
-  export OMP_NUM_THREADS=$(( THREADS / PARALLEL > 0 ? THREADS / PARALLEL : 1 ))
-  running=0
-  for seed in "${seeds[@]}"; do
-    mkdir -p "$OUT"
-    "$MTBIO" pairwise "${common[@]}" --seed "$seed" --seeds 1 > "$OUT/seed-$seed.log" 2>&1 &
-    running=$((running + 1))
-    if [ $running -ge "$PARALLEL" ]; then wait -n; running=$((running - 1)); fi
-  done
-  wait
-  unset OMP_NUM_THREADS
-fi
-# every cell is finished here (or is trained now, one after another): the graph over all seeds
-"$MTBIO" pairwise "${common[@]}" --seed "${seeds[0]}" --seeds "${#seeds[@]}"
+"$MTBIO" pairwise "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}" \
+    --output "$OUT" --seed "${seeds[0]}" --seeds "${#seeds[@]}" --parallel "$PARALLEL"
