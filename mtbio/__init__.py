@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from mtbio.experiments.predict import LoadedRun
 
 
-def load(run_dir: Any) -> "LoadedRun":
-    """Load a run directory (encoder + heads) for prediction. Never unpickles."""
+def load(run_dir: Any, precision: str = "auto") -> "LoadedRun":
+    """Load a run directory (encoder + heads) for prediction. Never unpickles. `precision`: `auto`
+    (the run's training precision where the hardware has it), `no` (fp32) or `bf16`."""
     from mtbio.experiments.predict import load_run
 
-    return load_run(run_dir)
+    return load_run(run_dir, precision)

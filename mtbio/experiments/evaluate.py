@@ -19,7 +19,7 @@ from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.metrics import score_task
 from mtbio.experiments.predict import load_run, read_run_tasks
-from mtbio.model.inference import predict_split
+from mtbio.model.inference import autocast_for, predict_split
 from mtbio.tasks.loading import load_catalog, require_data
 
 STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
@@ -46,6 +46,7 @@ class EvaluationRow:
     primary: dict[str, float] = field(default_factory=dict)  # mean over seeds
     primary_sd: dict[str, float] = field(default_factory=dict)  # sd over seeds, for tasks run with several
     seed_scores: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    precision: str | None = None  # what the row was scored in (None: scores read from results.json)
 
     def add(self, task: str, scores: dict[str, float], metric: str) -> None:
         """One run's scores; several runs of a task (seeds) are summarised as mean (and sd)."""
@@ -58,7 +59,8 @@ class EvaluationRow:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "stage": self.stage, "scores": self.scores, "primary": self.primary,
-                "primary_sd": self.primary_sd, "n_runs": {t: len(r) for t, r in self.seed_scores.items()}}
+                "primary_sd": self.primary_sd, "n_runs": {t: len(r) for t, r in self.seed_scores.items()},
+                "precision": self.precision}
 
 
 def _stage_of(run: Path) -> str:
@@ -75,11 +77,13 @@ def evaluate_paths(
     tasks: Sequence[str] = (),
     batch_size: int = 64,
     rescore: bool = True,
+    precision: str = "auto",
 ) -> dict[str, Any]:
     """Score every run under `paths` on `split`; returns the table as JSON-able data.
 
     `rescore=False` takes the scores each run saved in results.json (the same weights, so the
-    same numbers) instead of reloading the model and predicting again.
+    same numbers) instead of reloading the model and predicting again. `precision`: as `load_run`'s;
+    the table records what each row ran in.
     """
     rows: list[EvaluationRow] = []
     categories: dict[str, str] = {}
@@ -95,7 +99,8 @@ def evaluate_paths(
                         row.add(name, saved[name], task.metric)
                         categories[name] = task.category
                 continue
-            run = load_run(run_dir)
+            run = load_run(run_dir, precision)
+            row.precision = run.precision
             device = next(run.model.parameters()).device
             for name, task in run.tasks.items():
                 if tasks and name not in tasks:
@@ -103,7 +108,8 @@ def evaluate_paths(
                 require_data(task, data_dir)
                 assert data_dir is not None
                 data = load_task_split(task, split, data_dir, run.tokenizer)
-                predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size, device)
+                predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size, device,
+                                            autocast=autocast_for(run.precision, device))
                 scores = score_task(task, [e.label for e in data.examples], predictions, [e.group for e in data.examples])
                 row.add(name, scores, task.metric)
                 categories[name] = task.category

@@ -11,7 +11,7 @@ import torch
 
 from mtbio.data.pipeline import featurize_raw, raw_inputs_to_examples
 from mtbio.errors import DataFormatError, MtbioError
-from mtbio.model.inference import predict_split
+from mtbio.model.inference import autocast_for, predict_split, resolve_inference_precision
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model
 from mtbio.tasks.loading import load_task_def
@@ -35,6 +35,7 @@ class LoadedRun:
     tokenizer: Any
     tasks: dict[str, TaskDef]
     batch_size: int = 64
+    precision: str = "no"  # resolved: `no` (fp32) or `bf16` (autocast)
 
     def predict(self, task: str, texts: Sequence[str | Sequence[str]], scores: bool = False) -> list[Any]:
         """Predictions for raw inputs: labels, tag lists (one per word) or scores.
@@ -52,7 +53,7 @@ class LoadedRun:
         data = featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
         device = next(self.model.parameters()).device
         return predict_split(self.model, task, data, int(self.tokenizer.pad_token_id or 0), self.batch_size, device,
-                             with_scores=scores)
+                             autocast=autocast_for(self.precision, device), with_scores=scores)
 
     def entities(self, task: str, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
         """Entity spans of a tagging task in raw text: text, type, character start/end (so that
@@ -95,13 +96,26 @@ def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return spans
 
 
-def load_run(run_dir: Path | str) -> LoadedRun:
-    """Load encoder, heads and task definitions (safetensors and JSON/YAML only; never unpickles)."""
+def load_run(run_dir: Path | str, precision: str = "auto") -> LoadedRun:
+    """Load encoder, heads and task definitions (safetensors and JSON/YAML only; never unpickles).
+
+    `precision`: `auto` (the precision the run was trained in, where the hardware has it), `no`
+    (fp32) or `bf16`."""
     run_dir = Path(run_dir)
     tasks = read_run_tasks(run_dir)
     model, tokenizer = load_model(run_dir, list(tasks))
-    model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
-    return LoadedRun(run_dir, model, tokenizer, tasks)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device).eval()
+    return LoadedRun(run_dir, model, tokenizer, tasks,
+                     precision=resolve_inference_precision(precision, trained_precision(run_dir), device))
+
+
+def trained_precision(run_dir: Path) -> str | None:
+    """The mixed precision results.json records for the run (None where it records none)."""
+    try:
+        return json.loads((run_dir / "results.json").read_text()).get("mixed_precision")
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def read_inputs(path: Path) -> list[str]:
@@ -124,11 +138,12 @@ def read_inputs(path: Path) -> list[str]:
     return lines
 
 
-def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path | None, scores: bool = False) -> Path:
+def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path | None, scores: bool = False,
+                 precision: str = "auto") -> Path:
     """Write one JSON line per input line: {"input", "prediction"} (+ "scores" with `scores`); tagging
     tasks add "words" and "entities" (text, type, character start/end, score)."""
     inputs = read_inputs(input_path)
-    run = load_run(run_dir)
+    run = load_run(run_dir, precision)
     predictions = run.predict(task, inputs, scores=True)
     tagging = run.tasks[task].type == "tagging"
     entities = run.entities(task, inputs) if tagging else [None] * len(inputs)

@@ -35,7 +35,7 @@ from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
 from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
-from mtbio.model.inference import predict_split
+from mtbio.model.inference import bf16_supported, predict_split
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
@@ -123,8 +123,7 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
     if mixed_precision == "fp16" and not on_gpu:
         raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
     if mixed_precision == "bf16" and not on_gpu:
-        supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)()
-        if not supported:
+        if not bf16_supported("cpu"):
             raise MtbioError("--mixed-precision bf16: this CPU has no bf16 support; use --mixed-precision no")
     from accelerate import DistributedDataParallelKwargs
 
