@@ -214,8 +214,11 @@ precision_option = click.option(
 @click.option("--batch-size", type=int, default=64, show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="JSON file to write (default: <first run>/evaluation-<split>.json).")
 @precision_option
+@click.option("--save-predictions", is_flag=True,
+              help="Write each run's predictions to <run>/predictions/<split>-<task>.jsonl and print a per-type table "
+                   "(entity types, positive labels) whose counts add up to the micro F1.")
 def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, data_dir: str | None,
-             batch_size: int, output: str | None, precision: str) -> None:
+             batch_size: int, output: str | None, precision: str, save_predictions: bool) -> None:
     """Score runs on dev or test; one row per run (a folder of fine-tuned runs is one row)."""
     import json
     from pathlib import Path
@@ -224,7 +227,7 @@ def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, dat
     from mtbio.tasks.loading import resolve_data_dir
 
     table = evaluate_paths([Path(p) for p in run_dirs], split, resolve_data_dir(data_dir), tasks or (), batch_size,
-                           precision=precision)
+                           precision=precision, save_predictions=save_predictions)
     click.echo(format_evaluation_table(table))
     target = Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json"
     target.write_text(json.dumps(table, indent=2) + "\n")

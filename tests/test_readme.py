@@ -36,6 +36,11 @@ def readme_commands() -> list[str]:
     return lines
 
 
+def readme_python() -> list[str]:
+    """The README's ```python blocks."""
+    return re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+
+
 def _skip(line: str) -> bool:
     return (line.startswith(("pip ", "python -m pytest", "accelerate ", "python benchmarks/")) or "my_tasks" in line
             or line.startswith("MTBIO_TASK_DEFS=") or "/shared/runs/" in line)
@@ -66,6 +71,15 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"README command failed: {line}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, line
+    for snippet in readme_python():  # after the commands, so what they exported is there; mtbio cannot be imported
+        blocked = tmp_path / "no_mtbio"
+        blocked.mkdir(exist_ok=True)
+        (blocked / "mtbio.py").write_text("raise ImportError('the snippet must not need mtbio')\n")
+        done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True,
+                              env=dict(env, PYTHONPATH=str(blocked)))
+        assert done.returncode == 0, f"README python block failed:\n{snippet}\n{done.stderr[-3000:]}"
+        if "pipeline(" in snippet:  # a list of entities (a few-step tiny model finds any or none)
+            assert done.stdout.strip().startswith("["), done.stdout
         ran.append(words[1])
     assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1

@@ -334,6 +334,32 @@ def test_trackers_get_the_config_and_the_same_scalars_as_metrics_jsonl(tmp_path:
     assert RunConfig(report_to=["none"]).report_to == []
 
 
+def test_tensorboard_event_file_holds_the_scalars_of_metrics_jsonl(tmp_path: Path, tiny_encoder: str) -> None:
+    """--report-to tensorboard through Accelerate: the event file, read back with tensorboard's own
+    reader, has every training-loss and dev-score value of metrics.jsonl at its step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir, _ = refine(_config(tmp_path, tiny_encoder, log_every=2, report_to=["tensorboard"]))
+    events = sorted(run_dir.rglob("events.out.tfevents.*"))
+    assert events, sorted(p.name for p in run_dir.rglob("*"))
+    scalars: dict[str, dict[int, float]] = {}
+    for directory in {p.parent for p in events}:  # the scalars' file, and Accelerate's hyperparameter file
+        reader = EventAccumulator(str(directory))
+        reader.Reload()
+        scalars.update({tag: {e.step: e.value for e in reader.Scalars(tag)} for tag in reader.Tags()["scalars"]})
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    expected = {}
+    for line in lines:
+        if line["split"] == "train":
+            expected.update({(f"train/loss/{task}", line["step"]): loss for task, loss in line["loss"].items()})
+        elif line["split"] == "dev":
+            expected.update({(f"dev/{task}/{metric}", line["step"]): value
+                             for task, scores in line["scores"].items() for metric, value in scores.items()})
+    assert any(tag.startswith("train/loss/") for tag, _ in expected) and any(t.startswith("dev/") for t, _ in expected)
+    for (tag, step), value in expected.items():
+        assert scalars[tag][step] == pytest.approx(value, rel=1e-6), (tag, step)
+
+
 def test_accelerate_launch_precision_is_used_without_the_flag(tmp_path: Path, tiny_encoder: str) -> None:
     """`accelerate launch --mixed_precision bf16 -m mtbio finetune ...` trains in bf16 (CPUs with bf16 only)."""
     if not getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)():

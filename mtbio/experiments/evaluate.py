@@ -14,13 +14,16 @@ from typing import Any, Sequence
 
 import torch
 
+from mtbio.data.example import Example
 from mtbio.data.pipeline import load_task_split
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
+from mtbio.evaluation.breakdown import TypeCounts, format_type_table, per_type_counts
 from mtbio.evaluation.metrics import score_task
 from mtbio.experiments.predict import load_run, read_run_tasks
 from mtbio.model.inference import autocast_for, predict_split
 from mtbio.tasks.loading import load_catalog, require_data
+from mtbio.tasks.schema import TaskDef
 
 STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
 
@@ -78,15 +81,19 @@ def evaluate_paths(
     batch_size: int = 64,
     rescore: bool = True,
     precision: str = "auto",
+    save_predictions: bool = False,
 ) -> dict[str, Any]:
     """Score every run under `paths` on `split`; returns the table as JSON-able data.
 
     `rescore=False` takes the scores each run saved in results.json (the same weights, so the
     same numbers) instead of reloading the model and predicting again. `precision`: as `load_run`'s;
-    the table records what each row ran in.
+    the table records what each row ran in. `save_predictions`: each run's predictions go to
+    `<run>/predictions/<split>-<task>.jsonl`, and tagging and classification tasks get a per-type
+    table (`<split>-<task>.types.json`, also under the table's `types`).
     """
     rows: list[EvaluationRow] = []
     categories: dict[str, str] = {}
+    type_tables: dict[str, TypeCounts] = {}
     for path in paths:
         runs = find_runs(path)
         stage = _stage_of(runs[0])
@@ -112,6 +119,10 @@ def evaluate_paths(
                                             autocast=autocast_for(run.precision, device))
                 scores = score_task(task, [e.label for e in data.examples], predictions, [e.group for e in data.examples])
                 row.add(name, scores, task.metric)
+                if save_predictions:
+                    types = write_predictions(run_dir, split, task, data.examples, predictions)
+                    if types is not None:
+                        type_tables[f"{run_dir} {name}"] = types
                 categories[name] = task.category
             del run
             if torch.cuda.is_available():
@@ -119,7 +130,9 @@ def evaluate_paths(
         rows.append(row)
     columns = list(dict.fromkeys(t for r in rows for t in r.primary))
     domains = load_catalog().domains
-    table = {"split": split, "tasks": columns, "rows": []}
+    table: dict[str, Any] = {"split": split, "tasks": columns, "rows": []}
+    if type_tables:
+        table["types"] = type_tables
     for row in rows:
         entry = row.to_json()
         summaries = benchmark_summaries(row.primary, categories, domains.get("blue", []), domains.get("blurb", []))
@@ -128,6 +141,24 @@ def evaluate_paths(
             entry[f"{key}_missing"] = summaries[key]["missing"] if key in summaries else []
         table["rows"].append(entry)
     return table
+
+
+def write_predictions(run_dir: Path, split: str, task: TaskDef, examples: Sequence[Example],
+                      predictions: Sequence[Any]) -> TypeCounts | None:
+    """`<run>/predictions/<split>-<task>.jsonl` (uid, input, gold, prediction per example) and, for
+    tagging and classification tasks, the per-type table beside it; returns that table."""
+    target = run_dir / "predictions"
+    target.mkdir(parents=True, exist_ok=True)
+    with (target / f"{split}-{task.name}.jsonl").open("w", encoding="utf-8") as handle:
+        for example, prediction in zip(examples, predictions):
+            text = {"tokens": example.tokens} if example.tokens is not None else {"text": example.text, "text_b": example.text_b}
+            record = {"uid": example.uid, **text, "gold": example.label, "prediction": prediction}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if task.type not in ("tagging", "classification"):
+        return None
+    types = per_type_counts(task, [e.label for e in examples], predictions)
+    (target / f"{split}-{task.name}.types.json").write_text(json.dumps(types, indent=2) + "\n")
+    return types
 
 
 def format_evaluation_table(table: dict[str, Any]) -> str:
@@ -156,5 +187,7 @@ def format_evaluation_table(table: dict[str, Any]) -> str:
     names = {"blue": "BLUE average", "blurb": "BLURB score"}
     out += [f"* {names[k]} partial: missing {', '.join(sorted(v))}" for k, v in partial.items() if v and k in names]
     out.append("avg: plain mean of the row's tasks; blue/blurb: over BLUE's / BLURB's own tasks only")
+    for name, types in table.get("types", {}).items():
+        out.append("\n" + format_type_table(name, types))
     return "\n".join(out)
 
