@@ -3,6 +3,9 @@ where the hardware has bf16; bf16 is refused clearly where it has not."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +15,8 @@ import mtbio
 from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.demo import SAMPLE_DIR
-from mtbio.experiments.finetune import finetune
 from mtbio.model import inference
 from mtbio.model.inference import bf16_supported, resolve_inference_precision
-from mtbio.training.config import RunConfig
 
 HAS_BF16 = bf16_supported("cpu")
 
@@ -36,10 +37,15 @@ def test_auto_follows_the_training_precision_where_the_hardware_has_bf16(monkeyp
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16 (AVX512-BF16/AMX)")
 def test_a_bf16_run_is_evaluated_and_predicted_in_bf16_and_fp32_on_request(tmp_path: Path, tiny_encoder: str) -> None:
-    config = RunConfig(tasks=["demo-relation"], task_defs=[str(SAMPLE_DIR / "task_defs")], data_dir=str(SAMPLE_DIR),
-                       encoder=tiny_encoder, output=str(tmp_path / "run"), max_steps=2, batch_size=8,
-                       max_train_examples=16, max_length=32, mixed_precision="bf16")
-    [(run_dir, results)] = finetune(config)
+    # trained in its own process: Accelerate's precision is fixed once per process
+    command = [str(Path(sys.executable).parent / "mtbio"), "finetune", "--task", "demo-relation", "--task-defs",
+               str(SAMPLE_DIR / "task_defs"), "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--output",
+               str(tmp_path / "run"), "--max-steps", "2", "--batch-size", "8", "--max-train-examples", "16",
+               "--max-length", "32", "--mixed-precision", "bf16"]
+    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = tmp_path / "run" / "demo-relation"
+    results = json.loads((run_dir / "results.json").read_text())
     assert results["mixed_precision"] == "bf16"
     assert mtbio.load(run_dir).precision == "bf16" and mtbio.load(run_dir, "no").precision == "no"
     tables = {}

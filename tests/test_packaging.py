@@ -1,5 +1,5 @@
 """A wheel installed outside the checkout (not editable) carries the built-in task definitions and the
-demo samples: `mtbio tasks list` lists every shipped task and a short `mtbio finetune` trains."""
+demo samples: `mtbio tasks list` lists every shipped task and `mtbio demo` runs."""
 from __future__ import annotations
 
 import os
@@ -38,10 +38,8 @@ def test_wheel_installed_elsewhere_finds_its_task_definitions(tmp_path: Path, ti
     assert listed.returncode == 0, listed.stderr
     names = {line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip()}
     assert {p.stem for p in (REPO / "task_defs").glob("*.yml")} - {"domains"} == names
-    samples = Path(defs_dir).parent / "sample_data"
-    trained = subprocess.run([*mtbio, "finetune", "--task", "demo-nli", "--task-defs", str(samples / "task_defs"),
-                              "--data-dir", str(samples), "--encoder", tiny_encoder, "--max-steps", "2",
-                              "--batch-size", "8", "--max-length", "32", "--output", str(tmp_path / "run")],
-                             capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert trained.returncode == 0, trained.stderr[-2000:]
-    assert (tmp_path / "run" / "demo-nli" / "results.json").is_file()
+    demo = subprocess.run([*mtbio, "demo", "--encoder", tiny_encoder, "--epochs", "1", "--output", str(tmp_path / "demo")],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)  # the wheel's samples, refine + fine-tune
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "demo-ner" in demo.stdout and "trivial" in demo.stdout
+    assert (tmp_path / "demo" / "finetune" / "demo-nli" / "results.json").is_file()

@@ -71,6 +71,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"README command failed: {line}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, line
+        ran.append(words[1])
     for snippet in readme_python():  # after the commands, so what they exported is there; mtbio cannot be imported
         blocked = tmp_path / "no_mtbio"
         blocked.mkdir(exist_ok=True)
@@ -80,7 +81,6 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         assert done.returncode == 0, f"README python block failed:\n{snippet}\n{done.stderr[-3000:]}"
         if "pipeline(" in snippet:  # a list of entities (a few-step tiny model finds any or none)
             assert done.stdout.strip().startswith("["), done.stdout
-        ran.append(words[1])
     assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
 
