@@ -15,12 +15,45 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
-from mtbio.experiments.sweep import Cell, unsettled, work_through
+from mtbio.experiments.sweep import (Cell, check_protocol, dry_run_report, failed_cells, failure_message, record_cells,
+                                     record_protocol, unsettled, work_through, write_summary)
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import make_accelerator
 
 DEFAULT_SLURM_MINUTES = 60
+
+
+def drive_sweep(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+                state: Accelerator, sweep_dir: Path, collect: Callable[[list[Cell]], dict[str, Any]],
+                write: Callable[[Path, dict[str, Any]], list[Path]], echo: Callable[[str], None] = print
+                ) -> dict[str, Any] | None:
+    """What every sweep (pairwise, stilt) does with its cells: the dry-run plan, or record the sweep, run
+    its cells with the launcher, write the summary files from the finished cells (`collect`, then
+    `write`) and report failed cells. Returns the summary, or None (dry run, or cells still running)."""
+    check_protocol(sweep_dir, config)
+    if config.dry_run:
+        assert data_dir is not None
+        echo(dry_run_report(cells, config, catalog, data_dir))
+        return None
+    state.wait_for_everyone()  # every process has read sweep.json before it is written
+    if state.is_main_process:
+        record_protocol(sweep_dir, config)
+        record_cells(sweep_dir, cells)
+    if not launch(cells, config, catalog, data_dir, state, sweep_dir, echo):
+        return None  # cells are still running elsewhere (SLURM jobs)
+    summary = collect([c for c in cells if c.done])
+    if state.is_main_process:
+        for path in write_summary(sweep_dir, lambda: write(sweep_dir, summary)):
+            echo(f"written: {path}")
+    failed = failed_cells(cells, config.retries)
+    if failed:
+        raise MtbioError(failure_message(failed) + "\nthe summary files were written from the finished cells")
+    return summary
+
+
+def silent(_line: str) -> None:
+    """Progress lines come from the main process only."""
 
 
 def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,

@@ -12,10 +12,8 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
-from mtbio.experiments.launchers import launch
-from mtbio.experiments.sweep import (Cell, baseline_cell, cell_score, check_data, check_protocol, dry_run_report,
-                                     failed_cells, failure_message, processes, record_cells, record_protocol, seeds_of,
-                                     write_summary)
+from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
 from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
@@ -72,7 +70,7 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     catalog = catalog_for(config)
     tasks = resolve_tasks(config, catalog)
     state = processes(config)
-    echo = echo if state.is_main_process else _silent
+    echo = echo if state.is_main_process else silent
     if len(tasks) < 2:
         raise MtbioError("pairwise needs at least two tasks (--tasks a,b,... or --domain D)")
     data_dir = data_dir_for(config)
@@ -80,24 +78,8 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     sweep_dir = sweep_dir_for(config, tasks, "pairwise")
     keep = pruned(config, tasks, echo)
     cells = pairwise_cells(sweep_dir, tasks, config, keep)
-    check_protocol(sweep_dir, config)
-    if config.dry_run:
-        assert data_dir is not None
-        echo(dry_run_report(cells, config, {t.name: t for t in tasks}, data_dir))
-        return sweep_dir, None
-    state.wait_for_everyone()  # every process has read sweep.json before it is written
-    if state.is_main_process:
-        record_protocol(sweep_dir, config)
-        record_cells(sweep_dir, cells)
-    if not launch(cells, config, catalog.tasks, data_dir, state, sweep_dir, echo):
-        return sweep_dir, None  # cells are still running elsewhere (SLURM jobs)
-    relations = collect_relations([c for c in cells if c.done], tasks, config)
-    if state.is_main_process:
-        for path in write_summary(sweep_dir, lambda: write_relations(sweep_dir, relations)):
-            echo(f"written: {path}")
-    failed = failed_cells(cells, config.retries)
-    if failed:
-        raise MtbioError(failure_message(failed) + "\nthe relation files were written from the finished cells")
+    relations = drive_sweep(cells, config, catalog.tasks, data_dir, state, sweep_dir,
+                            lambda done: collect_relations(done, tasks, config), write_relations, echo)
     return sweep_dir, relations
 
 
@@ -113,7 +95,3 @@ def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None])
     total = len(tasks) * (len(tasks) - 1) // 2
     echo(f"--prune {config.prune}: {len(keep)} of {total} pairs, ranked by {config.prune_by} in {config.affinity}")
     return keep
-
-
-def _silent(_line: str) -> None:
-    """Progress lines come from the main process only."""

@@ -13,10 +13,8 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for
 from mtbio.experiments.pairwise import sweep_dir_for
-from mtbio.experiments.launchers import launch
-from mtbio.experiments.sweep import (Cell, baseline_cell, cell_score, check_data, check_protocol, dry_run_report,
-                                     failed_cells, failure_message, processes, record_cells, record_protocol, seeds_of,
-                                     write_summary)
+from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -70,33 +68,13 @@ def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path,
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
     inters, targets = stilt_tasks(config)
     state = processes(config)
-    echo = echo if state.is_main_process else _silent
+    echo = echo if state.is_main_process else silent
     if all(i.name == t.name for i in inters for t in targets):
         raise MtbioError("STILT needs an intermediate task different from the target")
     data_dir = data_dir_for(config)
     check_data(list({t.name: t for t in inters + targets}.values()), data_dir)
     sweep_dir = sweep_dir_for(config, list({t.name: t for t in inters + targets}.values()), "stilt")
     cells = stilt_cells(sweep_dir, inters, targets, config)
-    check_protocol(sweep_dir, config)
-    if config.dry_run:
-        assert data_dir is not None
-        echo(dry_run_report(cells, config, {t.name: t for t in inters + targets}, data_dir))
-        return sweep_dir, None
-    state.wait_for_everyone()  # every process has read sweep.json before it is written
-    if state.is_main_process:
-        record_protocol(sweep_dir, config)
-        record_cells(sweep_dir, cells)
-    if not launch(cells, config, catalog_for(config).tasks, data_dir, state, sweep_dir, echo):
-        return sweep_dir, None  # cells are still running elsewhere (SLURM jobs)
-    result = collect_stilt([c for c in cells if c.done], inters, targets, config)
-    if state.is_main_process:
-        for path in write_summary(sweep_dir, lambda: write_stilt(sweep_dir, result)):
-            echo(f"written: {path}")
-    failed = failed_cells(cells, config.retries)
-    if failed:
-        raise MtbioError(failure_message(failed) + "\nthe STILT files were written from the finished cells")
+    result = drive_sweep(cells, config, catalog_for(config).tasks, data_dir, state, sweep_dir,
+                         lambda done: collect_stilt(done, inters, targets, config), write_stilt, echo)
     return sweep_dir, result
-
-
-def _silent(_line: str) -> None:
-    """Progress lines come from the main process only."""
