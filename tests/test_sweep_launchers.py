@@ -279,3 +279,29 @@ def test_launcher_options_that_do_not_fit_are_refused(
         result = CliRunner().invoke(main, _cli(keyword_tasks, micro_encoder, tmp_path / "s", *extra)[3:])
         assert result.exit_code == 2 and message in result.output, result.output
 
+
+
+def test_cells_json_survives_a_move_and_older_sweeps_are_read_from_disk(tmp_path: Path) -> None:
+    from mtbio.experiments.sweep import Cell, read_cells, record_cells
+
+    sweep = tmp_path / "sweep"
+    base = Cell("baseline", ("a",), 42, sweep / "baselines" / "a" / "seed-42", "single-task", 1e-4)
+    pair = Cell("pair", ("a", "b"), 42, sweep / "pairs" / "a+b" / "seed-42", "refine", 1e-4)
+    transfer = Cell("transfer", ("b",), 42, sweep / "transfer" / "a-to-b" / "seed-42", "finetune", 1e-5, base.run_dir)
+    record_cells(sweep, [base, pair, transfer])
+    assert "seed-42" in (sweep / "cells.json").read_text() and str(tmp_path) not in (sweep / "cells.json").read_text()
+    moved = tmp_path / "elsewhere"
+    sweep.rename(moved)  # a clone on another machine
+    cells = read_cells(moved)
+    assert [c.run_dir for c in cells] == [moved / "baselines/a/seed-42", moved / "pairs/a+b/seed-42",
+                                          moved / "transfer/a-to-b/seed-42"]
+    assert cells[2].from_cell == moved / "baselines/a/seed-42"
+    (moved / "cells.json").unlink()  # a sweep from before cells.json: its cell directories are the list
+    for cell in cells:
+        (moved / cell.run_dir.relative_to(moved)).mkdir(parents=True, exist_ok=True)
+    found = read_cells(moved)
+    assert [(c.kind, c.tasks, c.seed) for c in found] == [("baseline", ("a",), 42), ("pair", ("a", "b"), 42),
+                                                         ("transfer", ("b",), 42)]
+    assert found[2].from_cell == moved / "baselines/a/seed-42"
+    with pytest.raises(MtbioError, match="no cells.json and no cell directories"):
+        read_cells(tmp_path / "empty")

@@ -170,7 +170,8 @@ def processes(config: RunConfig) -> Accelerator:
 
 
 def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
-    """Add the cells to cells.json (the list `mtbio sweep status` shows), replacing the file atomically."""
+    """Add the cells to cells.json (the list `mtbio sweep status` shows), replacing the file atomically.
+    Paths are written relative to the sweep directory, so a committed or moved sweep still reads."""
     path = sweep_dir / "cells.json"
     try:
         known = json.loads(path.read_text())
@@ -178,24 +179,51 @@ def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
         known = []
     seen = {entry["run_dir"] for entry in known}
     for cell in cells:
-        if str(cell.run_dir) not in seen:
-            known.append({"kind": cell.kind, "tasks": list(cell.tasks), "seed": cell.seed, "run_dir": str(cell.run_dir),
+        run_dir = _relative(cell.run_dir, sweep_dir)
+        if run_dir not in seen:
+            known.append({"kind": cell.kind, "tasks": list(cell.tasks), "seed": cell.seed, "run_dir": run_dir,
                           "stage": cell.stage, "lr": cell.lr,
-                          "from_cell": str(cell.from_cell) if cell.from_cell is not None else None})
+                          "from_cell": _relative(cell.from_cell, sweep_dir) if cell.from_cell is not None else None})
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"cells.json.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(known, indent=2) + "\n")
     os.replace(tmp, path)
 
 
+def _relative(path: Path, sweep_dir: Path) -> str:
+    return os.path.relpath(path, sweep_dir)
+
+
 def read_cells(sweep_dir: Path) -> list[Cell]:
-    """The cells recorded in cells.json."""
+    """The cells recorded in cells.json; for a sweep written before mtbio kept that file, the cells
+    found on disk."""
     try:
         entries = json.loads((sweep_dir / "cells.json").read_text())
     except FileNotFoundError:
-        raise MtbioError(f"{sweep_dir}: no cells.json; is this a sweep directory?") from None
-    return [Cell(e["kind"], tuple(e["tasks"]), int(e["seed"]), Path(e["run_dir"]), e["stage"], float(e["lr"]),
-                 Path(e["from_cell"]) if e.get("from_cell") else None) for e in entries]
+        found = discover_cells(sweep_dir)
+        if not found:
+            raise MtbioError(f"{sweep_dir}: no cells.json and no cell directories; is this a sweep directory?") from None
+        return found
+    return [Cell(e["kind"], tuple(e["tasks"]), int(e["seed"]), sweep_dir / e["run_dir"], e["stage"], float(e["lr"]),
+                 sweep_dir / e["from_cell"] if e.get("from_cell") else None) for e in entries]
+
+
+CELL_FOLDERS = {"baselines": ("baseline", "single-task"), "pairs": ("pair", "refine"), "transfer": ("transfer", "finetune")}
+
+
+def discover_cells(sweep_dir: Path) -> list[Cell]:
+    """Every `<baselines|pairs|transfer>/<name>/seed-<s>/` directory as a cell (its learning rate unknown: 0)."""
+    cells = []
+    for folder, (kind, stage) in CELL_FOLDERS.items():
+        for run_dir in sorted((sweep_dir / folder).glob("*/seed-*")):
+            if not run_dir.is_dir() or not run_dir.name[5:].isdigit():
+                continue
+            name, seed = run_dir.parent.name, int(run_dir.name[5:])
+            source, _, target = name.partition("-to-")
+            tasks = tuple(name.split("+")) if kind == "pair" else (target,) if kind == "transfer" else (name,)
+            from_cell = sweep_dir / "baselines" / source / run_dir.name if kind == "transfer" else None
+            cells.append(Cell(kind, tasks, seed, run_dir, stage, 0.0, from_cell))
+    return cells
 
 
 # ---- weights a cell keeps --------------------------------------------------------------------------
