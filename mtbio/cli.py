@@ -404,6 +404,12 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
         if others:
             click.echo(f"\nwritten: {affinities[0] / 'comparison.json'} and comparison.png")
         return
+    for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
+        if (path / "sweep.json").is_file() and (path / "pairs").is_dir():
+            from mtbio.experiments.pairwise import rebuild_relations
+
+            for written in rebuild_relations(path):
+                click.echo(f"written: {written}")
     sweeps = [p for p in paths if (p / "relations.json").exists() or (p / "stilt.json").exists()]
     if sweeps:
         from mtbio.reporting.relations import report_relations

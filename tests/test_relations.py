@@ -125,6 +125,13 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     calls = _counting(monkeypatch)
     pairwise(config, echo=lambda _: None)  # everything finished: nothing trains, the files are rewritten
     assert calls == []
+    written = json.loads((tmp_path / "sweep" / "relations.json").read_text())
+    (tmp_path / "sweep" / "relations.json").unlink()  # `mtbio report` rebuilds the files from the finished cells
+    shown = CliRunner().invoke(main, ["report", str(tmp_path / "sweep")])
+    assert shown.exit_code == 0, shown.output
+    rebuilt = json.loads((tmp_path / "sweep" / "relations.json").read_text())
+    assert sorted(json.dumps(e, sort_keys=True) for e in rebuilt["edges"]) == \
+        sorted(json.dumps(e, sort_keys=True) for e in written["edges"])
 
     # STILT in the same directory reuses the single-task baselines' scores; pairwise dropped their weights
     # (--keep-weights none), so the intermediate is trained again for its encoder before each transfer

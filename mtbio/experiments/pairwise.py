@@ -6,6 +6,7 @@ files are made by `mtbio.reporting.relations`; the cells are run by `mtbio.exper
 """
 from __future__ import annotations
 
+import json
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable
@@ -13,7 +14,8 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
 from mtbio.experiments.launchers import drive_sweep, silent
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.predict import read_run_tasks
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, read_cells, seeds_of
 from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, write_relations
 from mtbio.tasks.schema import TaskDef
@@ -95,3 +97,21 @@ def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None])
     total = len(tasks) * (len(tasks) - 1) // 2
     echo(f"--prune {config.prune}: {len(keep)} of {total} pairs, ranked by {config.prune_by} in {config.affinity}")
     return keep
+
+
+def rebuild_relations(sweep_dir: Path) -> list[Path]:
+    """Write relations.json and its pictures from the finished cells of a pairwise sweep directory, at
+    any time (while cells still train, or after some failed): `mtbio report SWEEP_DIR` calls it.
+    Alpha and min delta are the defaults; a pair not finished for some seed uses the seeds it has."""
+    protocol = json.loads((sweep_dir / "sweep.json").read_text()).get("protocol", {})
+    cells = [c for c in read_cells(sweep_dir) if c.kind in ("baseline", "pair") and c.done]
+    if not any(c.kind == "pair" for c in cells):
+        raise MtbioError(f"{sweep_dir}: no finished pair cell yet (see: mtbio sweep status {sweep_dir})")
+    tasks: dict[str, TaskDef] = {}
+    for cell in cells:
+        tasks.update(read_run_tasks(cell.run_dir))
+    baselined = {c.tasks[0] for c in cells if c.kind == "baseline"}
+    cells = [c for c in cells if set(c.tasks) <= baselined]  # a Δ needs the target's baseline
+    config = RunConfig(eval_test=bool(protocol.get("eval_test", False)))
+    return write_relations(sweep_dir, collect_relations(cells, [tasks[t] for t in sorted(baselined)], config))
+
