@@ -25,18 +25,16 @@ from common import machine, offline_environment, write_result
 
 offline_environment()
 
-import torch  # noqa: E402
-
 import mtbio  # noqa: E402
 from mtbio.data.pipeline import load_task_split  # noqa: E402
 from mtbio.evaluation.metrics import score_task  # noqa: E402
-from mtbio.model.inference import predict_split  # noqa: E402
+from mtbio.model.inference import autocast_for, bf16_supported, predict_split  # noqa: E402
 
 
 def score_once(run: Any, name: str, data: Any, batch_size: int, bf16: bool) -> tuple[float, dict[str, float]]:
     """Seconds to predict the split, and its scores."""
     task = run.tasks[name]
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else None
+    autocast = autocast_for("bf16" if bf16 else "no", "cpu")
     start = time.perf_counter()
     predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size,
                                 autocast=autocast, progress=False)
@@ -78,7 +76,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args()
-    if not getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)():
+    if not bf16_supported("cpu"):
         sys.exit("error: this CPU has no bf16 support (AVX512-BF16/AMX); nothing to compare")
     tasks: dict[str, Any] = {}
     for run_dir in args.run:
