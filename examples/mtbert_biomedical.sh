@@ -82,7 +82,13 @@ done
 wait
 
 for split in $SPLITS; do
-  "$MTBIO" report "$RESULTS/single-task" "$RESULTS/refine" "$RESULTS/mt-fine-tune" \
-      --label single-task --label mt-refinement --label mt-fine-tune --split "$split" \
-      --trivial --data-dir "$DATA_DIR" --compare-to single-task --output "$RESULTS/table-$split.md"
+  views=(primary)
+  [[ " $tasks " == *" ddi "* ]] && views+=(ddi-macro)   # DDI also by macro F1 over its four types
+  for view in "${views[@]}"; do
+    extra=() suffix=""
+    [ "$view" = ddi-macro ] && extra=(--metric ddi=macro_f1) suffix="-ddi-macro"
+    "$MTBIO" report "$RESULTS/single-task" "$RESULTS/refine" "$RESULTS/mt-fine-tune" \
+        --label single-task --label mt-refinement --label mt-fine-tune --split "$split" "${extra[@]}" \
+        --trivial --data-dir "$DATA_DIR" --compare-to single-task --output "$RESULTS/table-$split$suffix.md"
+  done
 done

@@ -22,7 +22,7 @@ import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -72,8 +72,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_run_scores(run_dir: Path, split: str) -> list[tuple[str, str, str, int, float]]:
-    """(task, metric, category, seed, primary score) for every task of the run scored on `split`."""
+def read_run_scores(run_dir: Path, split: str,
+                    metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, int, float]]:
+    """(task, metric, category, seed, score) for every task of the run scored on `split`: the task's
+    primary metric, or the one `metrics` names for it (any metric the run saved, e.g. ddi → macro_f1)."""
     try:
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, ValueError) as exc:
@@ -83,18 +85,19 @@ def read_run_scores(run_dir: Path, split: str) -> list[tuple[str, str, str, int,
     rows = []
     for task, scores in (results.get(split) or {}).items():
         definition = _read_yaml(run_dir / "tasks" / f"{task}.yml")
-        metric = str(definition.get("metric"))
+        metric = (metrics or {}).get(task) or str(definition.get("metric"))
         if metric not in scores:
-            raise MtbioError(f"{run_dir / 'results.json'}: {split} scores of '{task}' lack its metric '{metric}'")
+            raise MtbioError(f"{run_dir / 'results.json'}: {split} scores of '{task}' lack the metric '{metric}' "
+                             f"(saved: {', '.join(sorted(scores))})")
         rows.append((task, metric, str(definition.get("category", "other")), seed, float(scores[metric])))
     return rows
 
 
-def collect_column(path: Path, split: str) -> dict[str, TaskScores]:
-    """Task → scores per seed, over every run under `path`."""
+def collect_column(path: Path, split: str, metrics: Mapping[str, str] | None = None) -> dict[str, TaskScores]:
+    """Task → scores per seed, over every run under `path` (primary metrics, or those `metrics` names)."""
     column: dict[str, TaskScores] = {}
     for run_dir in run_dirs_under(path):
-        for task, metric, category, seed, value in read_run_scores(run_dir, split):
+        for task, metric, category, seed, value in read_run_scores(run_dir, split, metrics):
             entry = column.setdefault(task, TaskScores(task, metric, category))
             if seed in entry.by_seed:
                 raise MtbioError(f"{path}: two runs of task '{task}' with seed {seed} (one column is one setting)")
@@ -164,9 +167,11 @@ def write_curves(run_dir: Path) -> Path:
     return target
 
 
-def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> dict[str, float]:
-    """Task → the trivial predictor's primary score on `split` (fitted on the full training set), for
-    every task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
+def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
+                   metrics: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Task → the trivial predictor's score on `split` (fitted on the full training set) in the task's
+    primary metric or the one `metrics` names, for every task of the runs under `paths`, from the
+    task definitions the runs saved in tasks/."""
     from mtbio.data.loading import read_split
     from mtbio.evaluation.trivial import trivial_scores
     from mtbio.tasks.loading import load_task_def, require_data
@@ -181,21 +186,27 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None) -> 
     for name, task in definitions.items():
         require_data(task, data_dir)
         assert data_dir is not None
-        out[name] = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))[task.metric]
+        scores = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))
+        out[name] = scores[(metrics or {}).get(name) or task.metric]
     return out
 
 
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
-                 alpha: float = 0.05, min_delta: float = 0.01) -> dict[str, Any]:
+                 alpha: float = 0.05, min_delta: float = 0.01,
+                 metrics: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
-    the trivial scores (task → primary score) and the last column's verdict against `compare_to`."""
+    the trivial scores (task → score) and the last column's verdict against `compare_to`. `metrics`
+    scores the tasks it names by another saved metric than their primary one (rows and summaries)."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
     names = [Path(p).name or str(p) for p in paths]
     if not labels:
         labels = names if len(set(names)) == len(names) else [str(p) for p in paths]
-    columns = [collect_column(Path(p), split) for p in paths]
+    columns = [collect_column(Path(p), split, metrics) for p in paths]
+    unknown = sorted(set(metrics or {}) - {t for column in columns for t in column})
+    if unknown:
+        raise MtbioError(f"--metric names {', '.join(unknown)}, which no run here scored on {split}")
     info: dict[str, TaskScores] = {}
     for column in columns:
         for task, scores in column.items():
@@ -206,7 +217,13 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
              "trivial": None if trivial is None else trivial.get(t),
              "cells": [col[t].summary() if t in col else None for col in columns]} for t in tasks]
     benchmarks = _benchmarks()
+    # BLURB defines its score over each task's primary metric: a task scored otherwise leaves it (partial)
+    left_out = [t for t in benchmarks["blurb"] if t in (metrics or {})]
+    benchmarks["blurb"] = [t for t in benchmarks["blurb"] if t not in left_out]
     summaries = [_aggregate(col, benchmarks) for col in columns]
+    for summary in summaries:
+        if "blurb" in summary and left_out:
+            summary["blurb"]["missing"] = list(summary["blurb"]["missing"]) + left_out
     report: dict[str, Any] = {
         "split": split,
         "columns": [{"label": label, "path": str(p), "tasks": sorted(col), "partial": len(col) < len(tasks)}
@@ -215,6 +232,7 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
         "summaries": {key: [s.get(key) for s in summaries] for key in SUMMARY_TITLES},
         "has_trivial": trivial is not None,
         "compare_to": None,
+        "metric_overrides": dict(metrics or {}),
     }
     if compare_to is not None:
         if compare_to not in labels[:-1]:
@@ -274,13 +292,17 @@ def to_markdown(report: dict[str, Any]) -> str:
             marks.append(f"† {title}: partial, over the tasks present; missing {', '.join(missing)}.")
     n_seeds = sorted({c["n"] for row in report["rows"] for c in row["cells"] if c is not None})
     seeds_text = "one run" if n_seeds == [1] else f"mean ± sd over {'/'.join(map(str, n_seeds))} seeds"
-    notes = [f"{report['split']} split, primary metric ×100 ({seeds_text}; sd is the sample sd)."]
+    metric_text = "primary metric" if not report.get("metric_overrides") else "metric as named per row"
+    notes = [f"{report['split']} split, {metric_text} ×100 ({seeds_text}; sd is the sample sd)."]
     if trivial:
         notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
     if versus:
         notes.append(f"Δ: per-seed difference {versus['last']} − {versus['baseline']}, mean ± sd; verdict by a paired "
                      f"t-test over seeds (improves/hurts when p < {versus['alpha']} and |Δ| ≥ "
                      f"{versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges edges).")
+    for task, metric in sorted(report.get("metric_overrides", {}).items()):
+        notes.append(f"{task} is scored by {metric} here, not its primary metric (`--metric {task}={metric}`): the "
+                     "plain and BLUE averages use it, the BLURB score leaves the task out.")
     if any(c["partial"] for c in report["columns"]):
         notes.append("Some columns lack some rows; their summaries are over the tasks they have.")
     notes += marks

@@ -1,0 +1,64 @@
+"""`mtbio report --metric TASK=METRIC`: a task scored by another saved metric, in rows and summaries."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from mtbio import cli
+from mtbio.errors import MtbioError
+from mtbio.reporting.tables import build_report
+
+# (task, metric, category) as the runs save them in tasks/<task>.yml
+TASKS = {"ddi": ("micro_f1", "relation"), "chemprot": ("micro_f1", "relation")}
+# seed → task → saved dev scores
+SCORES = {
+    42: {"ddi": {"micro_f1": 0.50, "macro_f1": 0.30}, "chemprot": {"micro_f1": 0.80, "macro_f1": 0.60}},
+    43: {"ddi": {"micro_f1": 0.40, "macro_f1": 0.20}, "chemprot": {"micro_f1": 0.90, "macro_f1": 0.70}},
+}
+
+
+def _runs(root: Path) -> Path:
+    for seed, scores in SCORES.items():
+        run = root / f"seed-{seed}"
+        (run / "tasks").mkdir(parents=True)
+        (run / "results.json").write_text(json.dumps({"dev": scores}))
+        (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed}))
+        for task, (metric, category) in TASKS.items():
+            (run / "tasks" / f"{task}.yml").write_text(yaml.safe_dump({"name": task, "metric": metric,
+                                                                       "category": category}))
+    return root
+
+
+def test_metric_override_changes_the_row_and_the_averages_but_leaves_blurb(tmp_path: Path) -> None:
+    runs = _runs(tmp_path / "runs")
+    plain = build_report([runs])
+    chosen = build_report([runs], metrics={"ddi": "macro_f1"})
+    rows = {r["task"]: r for r in chosen["rows"]}
+    assert rows["ddi"]["metric"] == "macro_f1"
+    assert rows["ddi"]["cells"][0]["mean"] == pytest.approx(0.25)          # (0.30 + 0.20) / 2
+    assert rows["chemprot"]["cells"][0]["mean"] == pytest.approx(0.85)     # primary metric kept
+    # plain/BLUE average per seed: (0.30+0.80)/2 = 0.55 and (0.20+0.90)/2 = 0.55
+    assert chosen["summaries"]["average"][0]["mean"] == pytest.approx(0.55)
+    assert plain["summaries"]["average"][0]["mean"] == pytest.approx((0.65 + 0.65) / 2)
+    # BLURB scores DDI by micro F1 only: with DDI overridden, the BLURB score is ChemProt's alone, DDI listed missing
+    blurb = chosen["summaries"]["blurb"][0]
+    assert blurb["mean"] == pytest.approx(0.85)
+    assert "ddi" in blurb["missing"] and blurb["tasks"] == ["chemprot"]
+
+
+def test_metric_override_in_the_cli_table_and_its_errors(tmp_path: Path) -> None:
+    runs = _runs(tmp_path / "runs")
+    result = CliRunner().invoke(cli.main, ["report", str(runs), "--metric", "ddi=macro_f1"])
+    assert result.exit_code == 0, result.output
+    assert "| ddi (macro_f1) | 25.00 ± 7.07 |" in result.output
+    assert "ddi is scored by macro_f1 here" in result.output
+    bad = CliRunner().invoke(cli.main, ["report", str(runs), "--metric", "ddi"])
+    assert bad.exit_code != 0 and "expected TASK=METRIC" in bad.output
+    with pytest.raises(MtbioError, match="lack the metric 'accuracy' \\(saved: macro_f1, micro_f1\\)"):
+        build_report([runs], metrics={"ddi": "accuracy"})
+    with pytest.raises(MtbioError, match="--metric names hoc"):
+        build_report([runs], metrics={"hoc": "macro_f1"})
