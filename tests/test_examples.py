@@ -97,3 +97,12 @@ def test_pairwise_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     assert ignored.returncode == 0
     again = _run_script("pairwise.sh", tmp_path, train_args, "demo", **settings)
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
+    # examples/affinity.sh on the same tasks: the predicted graph, then its check against this sweep
+    predicted = tmp_path / "affinity_demo"
+    affinity = _run_script("affinity.sh", tmp_path, train_args, "demo", TASKS=settings["TASKS"], ENCODER=tiny_encoder,
+                           OUT=str(predicted), PAIRWISE=str(out), SEEDS="2", AFFINITY_ARGS="--affinity-every 1")
+    assert affinity.returncode == 0, affinity.stderr[-2000:]
+    assert json.loads((predicted / "affinity.json").read_text())["seeds"] == [42, 43]
+    comparison = json.loads((predicted / "comparison.json").read_text())
+    assert "spearman" in json.dumps(comparison) and (predicted / "comparison.png").is_file()
+    assert "Spearman" in (predicted / "comparison.txt").read_text()
