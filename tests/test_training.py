@@ -211,6 +211,7 @@ def test_losses_are_read_on_the_host_only_every_few_steps(tmp_path: Path, tiny_e
     """No host read of a loss inside a training step: on a GPU each would wait for the queued kernels.
     With reads every 4 steps, 8 steps read the losses at the warm-up step, 4 and 8, one transfer each."""
     from mtbio.training import trainer as trainer_module
+    from mtbio.training.step_engine import StepEngine
 
     monkeypatch.setattr(trainer_module, "read_interval", lambda device: 4)
     reads: list[str] = []
@@ -223,21 +224,21 @@ def test_losses_are_read_on_the_host_only_every_few_steps(tmp_path: Path, tiny_e
             return _real(self, *args)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
-    real_step = trainer_module.Trainer._optimizer_step
+    real_step = StepEngine.step
 
-    def step(self: trainer_module.Trainer, micro: list) -> str:
+    def step(self: StepEngine, micro: list, state: TrainerState) -> str:
         inside_step["on"] = True
         try:
-            return real_step(self, micro)
+            return real_step(self, micro, state)
         finally:
             inside_step["on"] = False
 
-    monkeypatch.setattr(trainer_module.Trainer, "_optimizer_step", step)
+    monkeypatch.setattr(StepEngine, "step", step)
     real_read = trainer_module.Trainer.read_losses
     read_at: list[int] = []
 
     def read(self: trainer_module.Trainer) -> None:
-        if len(self.losses):
+        if len(self.engine.losses):
             read_at.append(self.state.global_step)
         real_read(self)
 
@@ -373,3 +374,23 @@ def test_accelerate_launch_precision_is_used_without_the_flag(tmp_path: Path, ti
                           env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "demo-nli" / "results.json").read_text())["mixed_precision"] == "bf16"
+
+
+def test_results_json_has_one_writer_and_reader(tmp_path: Path) -> None:
+    """results.json round-trips through `mtbio.training.results`; a missing or broken one is an
+    MtbioError naming the file."""
+    import re
+
+    from mtbio.training.results import is_finished, read_results, write_results
+
+    path = re.escape(str(tmp_path / "results.json"))
+    assert not is_finished(tmp_path)
+    with pytest.raises(MtbioError, match=f"{path}: missing"):
+        read_results(tmp_path)
+    write_results(tmp_path, {"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}})
+    assert is_finished(tmp_path)
+    assert read_results(tmp_path) == {"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}}
+    for broken in ("{not json", "[1, 2]"):
+        (tmp_path / "results.json").write_text(broken)
+        with pytest.raises(MtbioError, match=f"{path}: unreadable"):
+            read_results(tmp_path)

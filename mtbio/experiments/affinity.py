@@ -24,6 +24,7 @@ from mtbio.experiments.training_run import train_tasks
 from mtbio.reporting.affinity import build_affinity, write_affinity
 from mtbio.training.affinity import AffinityProbe
 from mtbio.training.config import REFINE_LR, RunConfig
+from mtbio.training.results import read_results
 
 POINTS = "affinity_points.json"
 
@@ -77,7 +78,7 @@ def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
             points.write_text(json.dumps(probe.summary(), indent=2) + "\n")
             shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
         runs[seed] = {"probe": json.loads(points.read_text()),
-                      "results": json.loads((cell.run_dir / "results.json").read_text())}
+                      "results": read_results(cell.run_dir)}
     result = build_affinity({t.name: t.metric for t in tasks}, runs, config.alpha)
     for path in write_affinity(directory, result):
         echo(f"written: {path}")

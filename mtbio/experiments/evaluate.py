@@ -24,6 +24,7 @@ from mtbio.experiments.predict import load_run, read_run_tasks
 from mtbio.model.inference import autocast_for, predict_split
 from mtbio.tasks.loading import load_catalog, require_data
 from mtbio.tasks.schema import TaskDef
+from mtbio.training.results import is_finished, read_results
 
 STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
 
@@ -67,9 +68,8 @@ class EvaluationRow:
 
 
 def _stage_of(run: Path) -> str:
-    results = run / "results.json"
-    if results.is_file():
-        return str(json.loads(results.read_text()).get("stage", "unknown"))
+    if is_finished(run):
+        return str(read_results(run).get("stage", "unknown"))
     return "unknown"
 
 
@@ -100,7 +100,7 @@ def evaluate_paths(
         row = EvaluationRow(name=str(path), stage=STAGE_LABELS.get(stage, stage))
         for run_dir in runs:
             if not rescore:
-                saved = json.loads((run_dir / "results.json").read_text()).get(split, {})
+                saved = read_results(run_dir).get(split, {})
                 for name, task in read_run_tasks(run_dir).items():
                     if name in saved and (not tasks or name in tasks):
                         row.add(name, saved[name], task.metric)

@@ -18,7 +18,6 @@ standard class that computes the same thing, so it is refused with that explanat
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
+from mtbio.training.results import is_finished, read_results
 
 PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
                  "regression": "regression"}
@@ -129,7 +129,7 @@ def _check_same_logits(output: Path, auto: Any, run: Any, task: str, inputs: lis
 
 def model_card(run_dir: Path, task: str, definition: Any, auto_class: str) -> str:
     """README.md for the exported directory: what it is, what it was trained on, its scores, how to load it."""
-    results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").is_file() else {}
+    results = read_results(run_dir) if is_finished(run_dir) else {}
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
     settings = yaml.safe_load(config) or {}
     encoder = results.get("encoder_source") or settings.get("encoder") or "the packaged MiniLM-L6 (sentence-transformers/all-MiniLM-L6-v2)"

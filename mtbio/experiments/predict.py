@@ -16,6 +16,7 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model
 from mtbio.tasks.loading import load_task_def
 from mtbio.tasks.schema import TaskDef
+from mtbio.training.results import read_results
 
 
 def read_run_tasks(run_dir: Path) -> dict[str, TaskDef]:
@@ -113,8 +114,8 @@ def load_run(run_dir: Path | str, precision: str = "auto") -> LoadedRun:
 def trained_precision(run_dir: Path) -> str | None:
     """The mixed precision results.json records for the run (None where it records none)."""
     try:
-        return json.loads((run_dir / "results.json").read_text()).get("mixed_precision")
-    except (OSError, json.JSONDecodeError):
+        return read_results(run_dir).get("mixed_precision")
+    except MtbioError:
         return None
 
 

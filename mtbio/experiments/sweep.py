@@ -40,6 +40,7 @@ from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import on_main_then_share
+from mtbio.training.results import is_finished, read_results, results_path
 from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
@@ -70,11 +71,11 @@ class Cell:
 
     @property
     def results_path(self) -> Path:
-        return self.run_dir / "results.json"
+        return results_path(self.run_dir)
 
     @property
     def done(self) -> bool:
-        return self.results_path.is_file()
+        return is_finished(self.run_dir)
 
     def describe(self) -> str:
         what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
@@ -94,16 +95,17 @@ def baseline_cell(sweep_dir: Path, task: str, seed: int, lr: float) -> Cell:
     return Cell("baseline", (task,), seed, sweep_dir / "baselines" / task / f"seed-{seed}", "single-task", lr)
 
 
-def read_results(cell: Cell) -> dict[str, Any]:
+def cell_results(cell: Cell) -> dict[str, Any]:
+    """A finished cell's results.json."""
     try:
-        return json.loads(cell.results_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MtbioError(f"{cell.results_path}: cannot read ({exc}); delete the cell directory and rerun") from None
+        return read_results(cell.run_dir)
+    except MtbioError as exc:
+        raise MtbioError(f"{exc}; delete the cell directory and rerun") from None
 
 
 def cell_score(cell: Cell, task: TaskDef, split: str = "dev") -> float | None:
     """The task's primary metric in a finished cell (None if the split was not scored)."""
-    scores = read_results(cell).get(split, {}).get(task.name)
+    scores = cell_results(cell).get(split, {}).get(task.name)
     return None if scores is None else float(scores[task.metric])
 
 
@@ -277,8 +279,7 @@ def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> 
     """(index, lock) of the first cell this process could claim; the flag says whether any cell is left."""
     left = unsettled(cells, all_cells, config.retries)
     for cell in left:
-        if cell.from_cell is not None and not ((cell.from_cell / "results.json").is_file()
-                                               and has_weights(cell.from_cell)):
+        if cell.from_cell is not None and not (is_finished(cell.from_cell) and has_weights(cell.from_cell)):
             continue  # its intermediate is not finished (or is trained again for its weights)
         lock = claim(cell.run_dir)
         if lock is None:
@@ -407,7 +408,7 @@ def measured_rates(cells: list[Cell], config: RunConfig, sizes: dict[str, dict[s
     finished = [c for c in cells if c.done]
     train_rates, eval_examples, eval_seconds = [], 0, 0.0
     for cell in finished:
-        results = read_results(cell)
+        results = cell_results(cell)
         rate = float(results.get("train_examples_per_second", 0))
         if rate <= 0:
             continue

@@ -2,7 +2,6 @@
 so far, what a running or failed cell printed last, and the time left."""
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from mtbio.experiments.cell_locks import failures, held_by_other, lock_path, read_owner
-from mtbio.experiments.sweep import Cell, format_duration, read_cells
+from mtbio.experiments.sweep import Cell, cell_results, format_duration, read_cells
 
 
 def cell_state(cell: Cell) -> str:
@@ -23,7 +22,7 @@ def cell_state(cell: Cell) -> str:
 
 def _scores(cell: Cell) -> str:
     """The dev score of each task under its primary metric."""
-    results = json.loads(cell.results_path.read_text())
+    results = cell_results(cell)
     shown = []
     for task, scores in results.get("dev", {}).items():
         try:
@@ -67,7 +66,7 @@ def status_table(sweep_dir: Path) -> str:
         rows.append(f"{state:8s} {cell.describe():44s} {_detail(cell, state, now)}".rstrip())
     counts = {s: states.count(s) for s in ("done", "running", "failed", "waiting")}
     rows.append(", ".join(f"{n} {s}" for s, n in counts.items()))
-    walls = [float(json.loads(c.results_path.read_text()).get("wall_seconds", 0)) for c, s in zip(cells, states)
+    walls = [float(cell_results(c).get("wall_seconds", 0)) for c, s in zip(cells, states)
              if s == "done"]
     left = counts["running"] + counts["waiting"]
     if left and walls:

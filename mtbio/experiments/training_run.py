@@ -13,7 +13,6 @@ train it, keep the best dev weights, score test once if asked, and write the run
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig, save_config
+from mtbio.training.results import write_results
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
@@ -173,7 +173,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     if accelerator.is_main_process:
         if test:
             trainer.log_metrics("test", test)
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_results(run_dir, results)
     if accelerator.log_with:
         accelerator.end_training()
     return results

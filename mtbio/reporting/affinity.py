@@ -22,6 +22,7 @@ from mtbio.errors import MtbioError
 from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, plot_score_matrix
 from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
+from mtbio.training.results import RESULTS_FILE, read_results
 
 PREDICTORS = ("lookahead", "cosine")
 # chosen on the synthetic helper / noise setup (tests/test_affinity.py), where the gradient cosine ranks the
@@ -219,11 +220,11 @@ def _or_minus_inf(value: float) -> float:
 def sweep_compute(pairwise_dir: Path, seeds: list[int]) -> dict[str, Any]:
     """Training examples and wall seconds of a pairwise sweep's cells (baselines and pairs of `seeds`),
     from their results.json; where a cell predates `train_examples` there, steps × batch size."""
-    cells = [p.parent for kind in ("baselines", "pairs") for p in sorted(Path(pairwise_dir).glob(f"{kind}/*/seed-*/results.json"))
+    cells = [p.parent for kind in ("baselines", "pairs") for p in sorted(Path(pairwise_dir).glob(f"{kind}/*/seed-*/{RESULTS_FILE}"))
              if int(p.parent.name.split("-", 1)[1]) in seeds]
     examples, seconds, estimated = 0, 0.0, 0
     for cell in cells:
-        results = json.loads((cell / "results.json").read_text())
+        results = read_results(cell)
         if "train_examples" in results:
             examples += int(results["train_examples"])
         else:

@@ -29,6 +29,7 @@ import yaml
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.reporting.verdicts import compare, metric_sign
+from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",
@@ -54,9 +55,9 @@ class TaskScores:
 def run_dirs_under(path: Path) -> list[Path]:
     """A run directory (it has results.json), else those one or two levels down (task/ or task/seed-s/)."""
     path = Path(path)
-    if (path / "results.json").is_file():
+    if is_finished(path):
         return [path]
-    found = sorted(p.parent for p in path.glob("*/results.json")) + sorted(p.parent for p in path.glob("*/*/results.json"))
+    found = sorted(p.parent for p in path.glob(f"*/{RESULTS_FILE}")) + sorted(p.parent for p in path.glob(f"*/*/{RESULTS_FILE}"))
     if not found:
         raise MtbioError(f"{path}: no results.json here or one or two levels down (not a finished run or folder of runs)")
     return found
@@ -76,10 +77,7 @@ def read_run_scores(run_dir: Path, split: str,
                     metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, int, float]]:
     """(task, metric, category, seed, score) for every task of the run scored on `split`: the task's
     primary metric, or the one `metrics` names for it (any metric the run saved, e.g. ddi → macro_f1)."""
-    try:
-        results = json.loads((run_dir / "results.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise MtbioError(f"{run_dir / 'results.json'}: unreadable ({exc})") from None
+    results = read_results(run_dir)
     config_path = run_dir / "config.yaml"
     seed = int(_read_yaml(config_path).get("seed", 0)) if config_path.is_file() else 0
     rows = []
@@ -87,7 +85,7 @@ def read_run_scores(run_dir: Path, split: str,
         definition = _read_yaml(run_dir / "tasks" / f"{task}.yml")
         metric = (metrics or {}).get(task) or str(definition.get("metric"))
         if metric not in scores:
-            raise MtbioError(f"{run_dir / 'results.json'}: {split} scores of '{task}' lack the metric '{metric}' "
+            raise MtbioError(f"{results_path(run_dir)}: {split} scores of '{task}' lack the metric '{metric}' "
                              f"(saved: {', '.join(sorted(scores))})")
         rows.append((task, metric, str(definition.get("category", "other")), seed, float(scores[metric])))
     return rows

@@ -2,9 +2,9 @@
 
 Reading a loss on the host (`.item()`, `float()`) makes the host wait for every kernel queued on
 the GPU, so a read after each step leaves the GPU idle while the host collates the next batch and
-launches its kernels. The trainer queues each micro-batch's loss here and reads the queue in one
-transfer every few steps (`read_interval`), and always before anything that must not see
-non-finite weights: evaluation, a checkpoint, the end of training.
+launches its kernels. The step engine queues each micro-batch's loss here, and the trainer has the
+queue read in one transfer every few steps (`read_interval`), and always before anything that must
+not see non-finite weights: evaluation, a checkpoint, the end of training.
 """
 from __future__ import annotations
 

@@ -1,35 +1,33 @@
-"""The multi-task training loop (MT-BERT Algorithm 1 on Accelerate), in one readable file.
+"""The multi-task training run (MT-BERT Algorithm 1 on Accelerate): the run controller `Trainer`.
 
-setup → for each step: the mixer picks a task and a batch of that task → forward through the
-shared encoder and that task's head → backward → clip → optimizer and schedule step →
-(every N steps / each epoch) evaluate on dev, keep the best → checkpoint for resume.
+setup → for each step: the mixer picks a task and a batch of that task → one optimizer step of
+the step engine (`mtbio.training.step_engine`: forward through the shared encoder and that task's
+head, backward, clip, optimizer and schedule step) → (every N steps / each epoch) evaluate on dev,
+keep the best → checkpoint for resume.
 
-The step (forward, loss, backward) is `_train_step`; the cadence (when to evaluate, save,
-stop) is `train`. Losses stay on the device between host reads (`mtbio.training.loss_queue`), so
-on a GPU the host prepares the next batch while the current one runs.
+`Trainer` holds the run's state (`TrainerState`), the mixer and the epochs, and decides the
+cadence in `train`: when the queued losses are read on the host (`mtbio.training.loss_queue`: on
+a GPU the host prepares the next batch while the current one runs), when to evaluate, select,
+save, stop (--patience, SIGTERM/SIGINT) and write the training curves; its step hooks run after
+every optimizer step.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
 import signal
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator, DistributedType
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
-from mtbio.data.collate import pad_multiple_for, to_device
-from mtbio.data.mixer import MultiTaskBatchSampler, shard, split_by_length
+from mtbio.data.mixer import MultiTaskBatchSampler
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
@@ -40,15 +38,11 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
-from mtbio.training.curves import TrainingCurves
-from mtbio.training.distributed import (
-    all_processes,
-    any_process,
-    log_micro_batch,
-    min_over_processes,
-)
-from mtbio.training.loss_queue import LossQueue, first_non_finite, read_interval
+from mtbio.training.distributed import any_process
+from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
+from mtbio.training.state import TrainerState
+from mtbio.training.step_engine import MicroBatch, StepEngine
 
 log = logging.getLogger(__name__)
 
@@ -137,26 +131,6 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
     return accelerator
 
 
-@dataclass
-class TrainerState:
-    """Counters saved with every checkpoint (JSON)."""
-
-    global_step: int = 0
-    epoch: int = 0
-    best_score: float = -math.inf
-    best_step: int = -1
-    best_scores: dict[str, dict[str, float]] = field(default_factory=dict)
-    mixer: dict[str, Any] = field(default_factory=dict)
-    examples_seen: int = 0
-    tokens_seen: int = 0
-    train_seconds: float = 0.0
-    # examples_seen and train_seconds once the warm-up steps were done (steady-state throughput)
-    warm: dict[str, float] = field(default_factory=dict)
-    skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
-    evals_since_best: int = 0  # dev evaluations without improvement (--patience)
-    stopped_early: bool = False
-
-
 def steady_throughput(state: TrainerState) -> dict[str, float]:
     """Train examples/s after the warm-up steps (`warm_up_steps`), when steps followed them."""
     warm = state.warm
@@ -172,7 +146,8 @@ class StopRequested(Exception):
 
 
 class Trainer:
-    """Trains `model` on the train splits of `data`, selecting on dev, writing into `run_dir`."""
+    """Trains `model` on the train splits of `data`, selecting on dev, writing into `run_dir`: the
+    run controller around a `StepEngine` (`engine`), which advances this trainer's `state`."""
 
     def __init__(
         self,
@@ -192,31 +167,22 @@ class Trainer:
         self.data = data
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id or 0)
-        self.pad_multiple = pad_multiple_for(accelerator.device)
         self.accelerator = accelerator
         self.on_best = on_best
-        self.state = TrainerState()
+        self.state = TrainerState()  # the one state: the engine advances it, checkpoints save it, resume replaces it
         self._stop_signal: int | None = None
-        self.losses = LossQueue()
-        self.read_every = read_interval(accelerator.device)
-        self.last_loss: float | None = None  # mean loss of the steps up to the last host read
-        self.curves = TrainingCurves()
+        self.read_every = read_interval(accelerator.device)  # optimizer steps between host reads of the losses
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
-        # --sub-batches: per train example, the terms it adds to its head's mean loss (labelled tokens
-        # for tagging), which weigh each part so that the parts' losses add up to the batch's
-        self.loss_units = {name: np.asarray([model.heads[name].loss_units(label)
-                                             for label in d.splits["train"].columns["labels"]], dtype=np.float64)
-                           for name, d in data.items()} if config.sub_batches > 1 else {}
         if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             use_bit_dropout(model)
-        self.packed = packed_tasks(config, model, self.pad_id)
+        packed = packed_tasks(config, model, self.pad_id)
         self._scored = 0
         self.eval_shares: dict[str, list[int]] = {}  # examples each process scored at the last evaluation of a split
         if config.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
             model.encoder.compile()
-        self.position_offset = position_offset(model.encoder)
-        self.sampler = build_sampler(config, lengths, self.packed)
+        offset = position_offset(model.encoder)
+        self.sampler = build_sampler(config, lengths, packed)
         self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
         optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
@@ -224,6 +190,8 @@ class Trainer:
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, config, accelerator, self.pad_id,
+                                 packed, offset)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -234,6 +202,20 @@ class Trainer:
     def raw_optimizer(self) -> torch.optim.Optimizer:
         """The torch optimizer inside Accelerate's wrapper (what checkpoints save and restore)."""
         return getattr(self.optimizer, "optimizer", self.optimizer)
+
+    @property
+    def packed(self) -> set[str]:
+        """The tasks whose training batches run as packed rows."""
+        return self.engine.packed
+
+    @property
+    def last_loss(self) -> float | None:
+        """Mean loss of the steps up to the last host read of the losses."""
+        return self.engine.last_loss
+
+    def collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
+        """The rows `chunk` of `part` as the training step feeds them (packed rows for packed tasks)."""
+        return self.engine.collate(task, part, chunk)
 
     def train(self) -> TrainerState:
         """Run to `total_steps`, evaluating on dev each epoch (or every `eval_every` steps)."""
@@ -253,7 +235,7 @@ class Trainer:
                 if self.state.mixer:  # resuming mid-epoch
                     self.sampler.load_state_dict(self.state.mixer)
                     self.state.mixer = {}
-                micro: list[tuple[str, list[int]]] = []
+                micro: list[MicroBatch] = []
                 for task, indices in self.sampler:
                     micro.append((task, indices))
                     if len(micro) == cfg.grad_accum:
@@ -292,8 +274,8 @@ class Trainer:
         position = self.sampler.state_dict().get("position", 0)
         return 0 < position < len(self.sampler)
 
-    def _step_and_report(self, micro: list[tuple[str, list[int]]], bar: Any) -> None:
-        task_name = self._optimizer_step(micro)
+    def _step_and_report(self, micro: list[MicroBatch], bar: Any) -> None:
+        task_name = self.engine.step(micro, self.state)
         self.state.global_step += 1
         step, warm = self.state.global_step, warm_up_steps(self.total_steps)
         log_now = step % self.config.log_every == 0 or step == self.total_steps
@@ -301,8 +283,8 @@ class Trainer:
             self.read_losses()
         if log_now:
             lr = float(self.scheduler.get_last_lr()[0])
-            self.write_metrics(self.curves.record(step, self.state.epoch, lr, self.state.examples_seen,
-                                                  self.state.train_seconds))
+            self.write_metrics(self.engine.curves.record(step, self.state.epoch, lr, self.state.examples_seen,
+                                                         self.state.train_seconds))
         if step == warm:  # just read: the clock has caught up with the device
             self.state.warm = {"steps": step, "examples": self.state.examples_seen,
                                "seconds": self.state.train_seconds}
@@ -314,23 +296,11 @@ class Trainer:
             hook(self)
 
     def read_losses(self) -> None:
-        """Read the queued losses on the host (one transfer) and stop at the first non-finite one.
-
-        Its time counts as training time: it is the wait for the device to finish the queued steps.
-        With several processes the first non-finite loss of any process stops them all.
-        """
-        if not len(self.losses):  # the same on every process: they queue the same micro-batches
-            return
-        start = time.perf_counter()
-        entries, values = self.losses.read()
-        self.state.train_seconds += time.perf_counter() - start
-        bad = min_over_processes(self.accelerator, first_non_finite(values))
-        if bad < len(entries):
-            entry = entries[bad]
-            raise MtbioError(f"{self._describe_batch(entry.step, entry.task, entry.indices)}; check these examples' "
-                             "labels, lower --lr, or pass --skip-nonfinite")
-        self.last_loss = sum(values) / len(values)
-        self.curves.add_losses(entries, values)
+        """Read the queued losses on the host (one transfer, its time counted as training time)
+        and stop at the first non-finite one: the engine's `read_losses` on this trainer's state.
+        `train` calls it every `read_every` steps, at the steps it logs, the warm-up and the last
+        step, and before each evaluation and checkpoint."""
+        self.engine.read_losses(self.state)
 
     def evaluate(self, split: str) -> dict[str, dict[str, float]]:
         """Score every task on `split` with the current weights.
@@ -421,83 +391,6 @@ class Trainer:
         self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ internals
-    def _optimizer_step(self, micro: list[tuple[str, list[int]]]) -> str:
-        """One optimizer step over the micro-batches `micro`; returns the last one's task."""
-        start = time.perf_counter()
-        skipped = False
-        for i, (task, indices) in enumerate(micro):
-            if not self._train_step(task, indices, sync=i == len(micro) - 1):
-                skipped = True  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
-                break
-        if not skipped:
-            norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-            if norm is not None:
-                self.curves.add_grad_norm(norm)
-            self.optimizer.step()
-        self.scheduler.step()  # the schedule follows the step count, skipped or not
-        self.optimizer.zero_grad(set_to_none=True)
-        self.state.train_seconds += time.perf_counter() - start
-        return micro[-1][0]
-
-    def _train_step(self, task: str, indices: list[int], sync: bool) -> bool:
-        """Forward and backward of one batch (run as --sub-batches length-sorted parts whose losses
-        add up to the batch's), its loss queued for a later host read; False when --skip-nonfinite
-        skipped it. `sync`: the gradients are all-reduced after this batch's last backward (the
-        last batch of an optimizer step)."""
-        acc = self.accelerator
-        part = self.data[task].splits["train"]
-        local = shard(indices, acc.process_index, acc.num_processes)
-        step = self.state.global_step + 1
-        log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
-        # the same number of parts on every process: each runs the same collectives and backwards
-        parts = min(self.config.sub_batches, max(1, len(indices) // acc.num_processes))
-        chunks = split_by_length(local, part.lengths, parts) if parts > 1 else [local]
-        total: torch.Tensor | None = None
-        for j, chunk in enumerate(chunks):
-            last = sync and j == len(chunks) - 1
-            with contextlib.nullcontext() if last else acc.no_sync(self.model):
-                batch = to_device(self.collate(task, part, chunk), acc.device)
-                with acc.autocast():
-                    out = self.model(task, **batch)
-                loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
-                # --skip-nonfinite must decide before the update (a host read per batch), on all
-                # processes together: one rank's NaN skips the batch on every rank
-                if self.config.skip_nonfinite and not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
-                    self._skip_batch(step, task, indices)
-                    acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
-                    self.optimizer.zero_grad(set_to_none=True)
-                    return False
-                acc.backward(loss / self.config.grad_accum)
-            total = loss.detach() if total is None else total + loss.detach()
-            self.state.tokens_seen += sum(part.lengths[i] for i in chunk) * acc.num_processes
-        self.losses.add(step, task, indices, total)
-        self.state.examples_seen += len(indices)
-        return True
-
-    def collate(self, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
-        """The rows `chunk` of `part` as the training step feeds them (packed rows for packed tasks)."""
-        if task in self.packed:
-            return part.packed_batch(chunk, self.pad_id, self.position_offset, self.pad_multiple)
-        return part.batch(chunk, self.pad_id, self.pad_multiple)
-
-    def _share_of_batch(self, task: str, chunk: list[int], local: list[int]) -> float:
-        """The part's share of the batch's loss terms: its mean loss times this adds up to the batch's."""
-        units = self.loss_units[task]
-        return float(units[chunk].sum() / units[local].sum())
-
-    def _uids(self, task: str, indices: list[int]) -> list[str]:
-        examples = self.data[task].splits["train"].examples
-        return [examples[i].uid for i in indices]
-
-    def _describe_batch(self, step: int, task: str, indices: list[int]) -> str:
-        uids = self._uids(task, indices)
-        return f"non-finite loss at step {step}, task '{task}', batch of {len(uids)} examples starting with {uids[:5]}"
-
-    def _skip_batch(self, step: int, task: str, indices: list[int]) -> None:
-        """--skip-nonfinite: log and record the batch that is skipped."""
-        log.warning("skipped a batch: %s", self._describe_batch(step, task, indices))
-        self.state.skipped.append({"step": step, "task": task, "uids": self._uids(task, indices)})
-
     def _resume(self) -> None:
         latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
         if latest is None:

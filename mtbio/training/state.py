@@ -1,0 +1,28 @@
+"""The counters of a training run (`TrainerState`): kept by the run controller
+(`mtbio.training.trainer`), advanced by the step engine (`mtbio.training.step_engine`), saved as
+JSON with every checkpoint."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrainerState:
+    """Counters saved with every checkpoint (JSON)."""
+
+    global_step: int = 0
+    epoch: int = 0
+    best_score: float = -math.inf
+    best_step: int = -1
+    best_scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    mixer: dict[str, Any] = field(default_factory=dict)
+    examples_seen: int = 0
+    tokens_seen: int = 0
+    train_seconds: float = 0.0
+    # examples_seen and train_seconds once the warm-up steps were done (steady-state throughput)
+    warm: dict[str, float] = field(default_factory=dict)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
+    evals_since_best: int = 0  # dev evaluations without improvement (--patience)
+    stopped_early: bool = False
