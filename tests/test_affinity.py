@@ -17,7 +17,7 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import affinity
 from mtbio.experiments.training_run import train_tasks
-from mtbio.reporting.affinity import compare_prediction, pruned_pairs, top_k
+from mtbio.reporting.affinity import compare_prediction, pruned_pairs, seed_agreement, top_k
 from mtbio.tasks.loading import load_catalog
 from mtbio.training.affinity import AffinityProbe, step_from
 from mtbio.training.stabilize import AdamWNoBiasCorrection
@@ -179,8 +179,18 @@ def test_report_compares_prediction_and_measurement(tmp_path: Path) -> None:
     assert compute["fraction_examples"] == pytest.approx((30 + 6 + 12 / 3) / 340)
     assert f"Spearman {lookahead['spearman']:+.3f}" in result.output and "affinity / pairwise: wall time 0.100" in result.output
     assert (affinity_dir / "comparison.png").is_file()
+    assert saved["measured_seed_agreement"] is None  # one seed: nothing to agree with
     refused = CliRunner().invoke(main, ["report", str(pairwise_dir), str(affinity_dir), "--label", "x"])
     assert refused.exit_code == 2 and "reported alone" in refused.output
+
+
+def test_seed_agreement_is_the_mean_spearman_between_seeds() -> None:
+    # three edges; seed 1 and 2 rank them the same (rho 1), seed 3 reverses them (rho -1 with each): mean -1/3
+    edges = [{"per_seed": {"1": v1, "2": v2, "3": v3}} for v1, v2, v3 in ((0.1, 1.0, 9.0), (0.2, 2.0, 8.0),
+                                                                           (0.3, 3.0, 7.0))]
+    assert seed_agreement(edges, lambda e, s: e["per_seed"][s]) == pytest.approx(-1 / 3)
+    assert seed_agreement(edges[:2], lambda e, s: e["per_seed"][s]) is None  # two edges: no ranking to speak of
+    assert seed_agreement([{"per_seed": {"1": 1.0}}] * 3, lambda e, s: e["per_seed"][s]) is None
 
 
 def test_top_k_counts_only_targets_with_more_partners_than_k() -> None:

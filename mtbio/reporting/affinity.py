@@ -187,12 +187,32 @@ def top_k(predicted: dict[tuple[str, str], float], measured: dict[tuple[str, str
             "chance": mean(chance)}
 
 
+def seed_agreement(edges: list[dict[str, Any]], value: Any) -> float | None:
+    """How well one seed's ranking of the ordered pairs reproduces another's: the mean Spearman over
+    every two seeds of `value(edge, seed)` across `edges` (None with fewer than two seeds or three
+    edges). It bounds what any prediction of these edges can reach: a ranking that does not repeat
+    across seeds is mostly noise."""
+    from itertools import combinations
+
+    from scipy.stats import spearmanr
+
+    seeds = sorted(set.intersection(*(set(e.get("per_seed", {})) for e in edges))) if edges else []
+    if len(seeds) < 2 or len(edges) < 3:
+        return None
+    vectors = {seed: [float(value(e, seed)) for e in edges] for seed in seeds}
+    found = [spearmanr(vectors[a], vectors[b]).statistic for a, b in combinations(seeds, 2)]
+    found = [float(v) for v in found if v == v]
+    return float(np.mean(found)) if found else None
+
+
 def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
                        rounds: int = BOOTSTRAP) -> dict[str, Any]:
     """Each predictor's scores against the measured mean Δ over the ordered pairs both hold."""
     measured = {(e["source"], e["target"]): float(e["delta"]) for e in relations["edges"]}
     tasks = [n["task"] for n in relations["nodes"]]
-    out: dict[str, Any] = {"measured_pairs": len(measured), "predictors": {}}
+    out: dict[str, Any] = {"measured_pairs": len(measured), "predictors": {},
+                           "measured_seed_agreement": seed_agreement(relations["edges"],
+                                                                     lambda e, s: e["per_seed"][s]["delta"])}
     for predictor in PREDICTORS:
         predicted = {(e["source"], e["target"]): float(e["score"]) for e in affinity["predictors"][predictor]["edges"]}
         pairs = sorted(set(measured) & set(predicted))
@@ -205,6 +225,7 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
         partners = len(tasks) - 1
         out["predictors"][predictor] = {
             "pairs": len(pairs), "spearman": rho, "kendall": tau, "interval": bootstrap_interval(x, y, rounds),
+            "seed_agreement": seed_agreement(affinity["predictors"][predictor]["edges"], lambda e, s: e["per_seed"][s]),
             "top_k": [top_k(predicted, measured, tasks, k) for k in range(1, min(3, partners - 1) + 1)],
             "points": [{"source": s, "target": t, "predicted": predicted[(s, t)], "measured": measured[(s, t)]}
                        for s, t in pairs]}
@@ -283,6 +304,12 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
                 lines.append(f"  top-{k['k']} partners over {k['targets']} targets: precision {k['precision']:.2f} "
                              f"(random {k['chance']:.2f}), measured Δ > 0 in {k['helpful']:.2f}")
     lines.append(f"best predictor by Spearman: {result['best_predictor']}")
+    agreement = {name: entry.get("seed_agreement") for name, entry in result["predictors"].items()}
+    agreement["measured Δ"] = result.get("measured_seed_agreement")
+    known = [f"{name} {value:+.2f}" for name, value in agreement.items() if value is not None]
+    if known:
+        lines.append("seed agreement (mean Spearman between two seeds' rankings of the pairs; the measured one bounds "
+                     "any prediction): " + ", ".join(known))
     if min(entry["pairs"] for entry in result["predictors"].values()) < 10:
         lines.append("(fewer than 10 pairs: these correlations say little)")
     compute = result["compute"]
