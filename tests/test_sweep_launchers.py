@@ -198,6 +198,35 @@ def test_dry_run_disk_estimate_is_within_a_quarter_of_a_finished_sweep(
 
 
 # ---- launchers -----------------------------------------------------------------------------------
+def test_a_signal_to_the_parallel_launcher_stops_its_workers_at_a_saved_step(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    """SIGTERM to `--parallel 2` reaches both workers: each checkpoints its cell and exits, none goes on alone."""
+    command = _cli(keyword_tasks, micro_encoder, tmp_path / "s", "--parallel", "2", "--max-steps", "100000",
+                   "--save-every", "100000", "--log-every", "1")
+    launcher = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owners: dict[Path, int] = {}
+    deadline = time.time() + 180
+    while len(owners) < 2 and time.time() < deadline and launcher.poll() is None:
+        for path in (tmp_path / "s").rglob("seed-*.lock"):
+            owner = cell_locks.read_owner(path)
+            if owner and owner.get("pid") not in (None, launcher.pid):
+                owners[path] = int(owner["pid"])
+        time.sleep(0.2)
+    assert len(owners) == 2, "both workers should hold a cell"
+    cells = [lock.with_name(lock.name[:-len(".lock")]) for lock in owners]
+    while not all((cell / "metrics.jsonl").is_file() for cell in cells) and time.time() < deadline:
+        time.sleep(0.2)  # both are past loading, into their training steps
+    launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=180)
+    assert launcher.returncode != 0 and "stopped by a signal" in err
+    for lock, pid in owners.items():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the worker is gone, not left training on its own
+        cell = lock.with_name(lock.name[:-len(".lock")])
+        assert not (cell / "results.json").exists()
+        assert list((cell / "checkpoints").glob("step-*")), f"{cell}: no checkpoint to resume from"
+
+
 def test_parallel_local_processes_match_the_sequential_sweep(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], sequential: dict) -> None:
     done = subprocess.run(_cli(keyword_tasks, micro_encoder, tmp_path / "s", "--parallel", "2"), env=_env(),

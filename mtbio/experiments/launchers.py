@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ from mtbio.experiments.sweep import (Cell, check_protocol, dry_run_report, faile
                                      record_protocol, unsettled, work_through, write_summary)
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
-from mtbio.training.trainer import make_accelerator
+from mtbio.training.trainer import StopRequested, make_accelerator
 
 DEFAULT_SLURM_MINUTES = 60
 
@@ -135,10 +136,26 @@ def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str,
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_local_worker, args=(slot, cells, config, catalog, data_dir, threads, gpus))
                for slot in range(config.parallel)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    stopped: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        """SIGTERM/SIGINT to the launcher reaches its workers: each saves its cell's state and stops."""
+        stopped.append(signum)
+        for worker in workers:
+            if worker.is_alive() and worker.pid is not None:
+                os.kill(worker.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped:
+        raise StopRequested(stopped[0])
     crashed = [w.exitcode for w in workers if w.exitcode]
     if crashed:
         raise MtbioError(f"{len(crashed)} of {config.parallel} worker processes stopped with an error "
