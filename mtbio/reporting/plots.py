@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
 
@@ -163,6 +164,7 @@ def plot_prediction_scatter(panels: list[tuple[str, list[float], list[float], st
         ax.scatter(predicted, measured, s=18, alpha=0.8)
         ax.axhline(0.0, color="#9e9e9e", linewidth=0.8)
         ax.set(xlabel=f"predicted: {name}", ylabel=ylabel, title=caption)
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # small scores (1e-3) would print overlapping tick labels
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
