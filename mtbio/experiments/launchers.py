@@ -148,9 +148,11 @@ def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str,
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for worker in workers:
-            worker.start()
+            if not stopped:  # a signal while starting: the workers not yet started are not started
+                worker.start()
         for worker in workers:
-            worker.join()
+            if worker.pid is not None:
+                worker.join()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
