@@ -46,3 +46,15 @@ def test_uncached_hub_model_fails_with_one_clear_line(no_network: list[object]) 
     message = str(error.value)
     assert "\n" not in message
     assert "some-org/model-that-is-not-cached" in message and "unreachable" in message
+
+
+def test_a_half_precision_checkpoint_loads_in_float32(tiny_encoder: str, tmp_path: Path) -> None:
+    """Many hub encoders are saved in fp16/bf16; training needs float32 master weights, so the encoder
+    must not come back in the checkpoint's dtype (transformers 5's default)."""
+    import torch
+    from transformers import AutoModel
+
+    half = tmp_path / "half"
+    AutoModel.from_pretrained(tiny_encoder).to(torch.bfloat16).save_pretrained(half)
+    load_tokenizer(tiny_encoder).save_pretrained(half)
+    assert {p.dtype for p in load_encoder(str(half)).parameters()} == {torch.float32}

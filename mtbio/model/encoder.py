@@ -78,9 +78,13 @@ def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
 
 
 def load_encoder(name: str | None = None, **config_overrides: Any) -> Any:
-    """Load any `AutoModel` encoder (BERT, RoBERTa, DeBERTa, ELECTRA…) by path or hub name."""
+    """Load any `AutoModel` encoder (BERT, RoBERTa, DeBERTa, ELECTRA…) by path or hub name, in float32
+    whatever dtype its checkpoint was saved in: transformers 5 keeps a half-precision checkpoint in half
+    precision, and training needs float32 master weights (mixed precision is Accelerate's job)."""
+    import torch
     from transformers import AutoModel
 
+    config_overrides.setdefault("dtype", torch.float32)
     return _from_pretrained(AutoModel, resolve_encoder_name(name), **config_overrides)
 
 
