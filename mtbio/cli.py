@@ -372,6 +372,9 @@ def export(run_dir: str, task: str, output: str, repo_id: str | None) -> None:
 @click.option("--compare-to", metavar="LABEL",
               help="Add a column testing the last column against the column labelled LABEL per task (per-seed Δ, "
                    "paired t-test, as pairwise judges edges).")
+@click.option("--compare-each", is_flag=True,
+              help="With --compare-to: test every other column against LABEL, one Δ column each (say, remedies "
+                   "against standard fine-tuning), not only the last.")
 @click.option("--metric", "metric_overrides", multiple=True, metavar="TASK=METRIC",
               help="Score TASK by another metric its runs saved instead of its primary one, in rows and summaries "
                    "(repeatable), e.g. ddi=macro_f1 for DDI's macro F1 over its four interaction types.")
@@ -379,8 +382,8 @@ def export(run_dir: str, task: str, output: str, repo_id: str | None) -> None:
               help="Draw each RUN_DIR's training loss and dev score per task against the step into "
                    "RUN_DIR/curves.png (from its metrics.jsonl).")
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
-           trivial: bool, data_dir: str | None, compare_to: str | None, metric_overrides: tuple[str, ...],
-           curves: bool) -> None:
+           trivial: bool, data_dir: str | None, compare_to: str | None, compare_each: bool,
+           metric_overrides: tuple[str, ...], curves: bool) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -401,7 +404,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
         from mtbio.reporting.affinity import report_affinity, report_comparison
 
         others = [p for p in paths if p not in affinities]
-        if len(affinities) > 1 or len(others) > 1 or labels or output or csv_path or trivial or compare_to or metric_overrides:
+        if len(affinities) > 1 or len(others) > 1 or labels or output or csv_path or trivial or compare_to or compare_each or metric_overrides:
             raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
                              "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
         click.echo(report_comparison(others[0], affinities[0]) if others else report_affinity(affinities[0]))
@@ -418,7 +421,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     if sweeps:
         from mtbio.reporting.relations import report_relations
 
-        if len(sweeps) != len(paths) or labels or output or csv_path or trivial or compare_to or metric_overrides:
+        if len(sweeps) != len(paths) or labels or output or csv_path or trivial or compare_to or compare_each or metric_overrides:
             raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
                              "--output, --csv, --trivial or --compare-to)")
         click.echo("\n\n".join(report_relations(p) for p in sweeps))
@@ -443,7 +446,8 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
         from mtbio.tasks.loading import resolve_data_dir
 
         trivial_scores = trivial_column(paths, split, resolve_data_dir(data_dir), metrics)
-    table = build_report(paths, split, labels, trivial=trivial_scores, compare_to=compare_to, metrics=metrics)
+    table = build_report(paths, split, labels, trivial=trivial_scores, compare_to=compare_to, metrics=metrics,
+                         compare_each=compare_each)
     markdown = to_markdown(table)
     click.echo(markdown)
     if output:

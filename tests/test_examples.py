@@ -22,23 +22,33 @@ def _run_script(name: str, cwd: Path, train_args: str, *args: str, **settings: s
     return subprocess.run(["bash", str(REPO / "examples" / name), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
-def test_stabilization_bioasq_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
-    report = tmp_path / "table.md"
-    done = _run_script("stabilization_bioasq.sh", tmp_path, "--max-steps 2 --max-length 32 --batch-size 8 "
-                       "--max-train-examples 24", TASK="demo-nli", ENCODER=tiny_encoder, SEEDS="2",
-                       OUT=str(tmp_path / "runs"), REPORT=str(report), FREEZE="1", REINIT="1")
+def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """Four variants x two seeds, tables with the trivial score and each remedy's Δ against standard; a
+    rerun keeps the finished seeds instead of training them again."""
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 24"
+    settings = dict(TASK="demo-nli", ENCODER=tiny_encoder, SEEDS="2", OUT=str(tmp_path / "runs"), FREEZE="1",
+                    REINIT="1", PARALLEL="2", LR="1e-4", SPLITS="dev")   # the demo task has no test split
+    done = _run_script("stabilization.sh", tmp_path, train_args, **settings)
     assert done.returncode == 0, done.stderr[-2000:]
-    text = report.read_text()
-    assert "| type | task (metric) | standard | freeze | layerwise-decay | reinit |" in text
-    row = next(line for line in text.splitlines() if line.startswith("| NLI | demo-nli (accuracy) |"))
-    assert row.count("±") == 4
-    assert "--freeze-layers 1" in text and "--layerwise-lr-decay 0.8" in text and "--reinit-layers 1" in text
-    assert report.with_suffix(".csv").is_file()
+    for split in ("dev",):
+        text = (tmp_path / "runs" / f"table-{split}.md").read_text()
+        assert ("| type | task (metric) | trivial | standard | freeze | layerwise-decay | reinit | Δ freeze − standard "
+                "(verdict) | Δ layerwise-decay − standard (verdict) | Δ reinit − standard (verdict) |") in text
+        row = next(line for line in text.splitlines() if line.startswith("| NLI | demo-nli (accuracy) |"))
+        assert row.count("±") == 4 + 3 and row.split("|")[3].strip() not in ("", "–")   # the trivial score
+        assert (tmp_path / "runs" / f"table-{split}.csv").is_file()
+    commands = (tmp_path / "runs" / "commands.md").read_text()
+    assert "--freeze-layers 1" in commands and "--layerwise-lr-decay 0.8" in commands and "--reinit-layers 1" in commands
     for name, key, value in (("freeze", "freeze_layers", 1), ("layerwise-decay", "layerwise_lr_decay", 0.8),
                              ("reinit", "reinit_layers", 1), ("standard", "freeze_layers", None)):
         for seed in (42, 43):
             config = yaml.safe_load((tmp_path / "runs" / name / "demo-nli" / f"seed-{seed}" / "config.yaml").read_text())
-            assert config[key] == value and config["seed"] == seed
+            assert config[key] == value and config["seed"] == seed and config["lr"] == 1e-4
+    results = sorted((tmp_path / "runs").rglob("results.json"))
+    stamps = [p.stat().st_mtime_ns for p in results]
+    again = _run_script("stabilization.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [p.stat().st_mtime_ns for p in results] == stamps and len(results) == 8
 
 
 def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:

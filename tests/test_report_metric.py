@@ -21,11 +21,13 @@ SCORES = {
 }
 
 
-def _runs(root: Path) -> Path:
+def _runs(root: Path, shift: dict[int, float] | None = None) -> Path:
+    """One column of seed runs; shift[s] moves every score of seed s."""
     for seed, scores in SCORES.items():
         run = root / f"seed-{seed}"
         (run / "tasks").mkdir(parents=True)
-        (run / "results.json").write_text(json.dumps({"dev": scores}))
+        moved = {t: {m: v + (shift or {}).get(seed, 0.0) for m, v in s.items()} for t, s in scores.items()}
+        (run / "results.json").write_text(json.dumps({"dev": moved}))
         (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed}))
         for task, (metric, category) in TASKS.items():
             (run / "tasks" / f"{task}.yml").write_text(yaml.safe_dump({"name": task, "metric": metric,
@@ -62,3 +64,25 @@ def test_metric_override_in_the_cli_table_and_its_errors(tmp_path: Path) -> None
         build_report([runs], metrics={"ddi": "accuracy"})
     with pytest.raises(MtbioError, match="--metric names hoc"):
         build_report([runs], metrics={"hoc": "macro_f1"})
+
+
+def test_compare_each_tests_every_column_against_the_baseline(tmp_path: Path) -> None:
+    """Remedies against standard fine-tuning: one Δ column per remedy, each by hand from the per-seed scores."""
+    base = _runs(tmp_path / "standard")
+    up = _runs(tmp_path / "up", {42: 0.03, 43: 0.05})        # Δ 3 and 5 points: mean 4, sd √2
+    down = _runs(tmp_path / "down", {42: -0.10, 43: -0.10})  # Δ −10 on both seeds: sd 0, a sure 'hurts'
+    report = build_report([base, up, down], labels=["standard", "up", "down"], compare_to="standard", compare_each=True)
+    ddi = next(r for r in report["rows"] if r["task"] == "ddi")
+    assert ddi["verdicts"]["up"]["delta"] == pytest.approx(0.04)
+    assert ddi["verdicts"]["up"]["sd"] == pytest.approx(0.02 ** 0.5 / 10)
+    assert ddi["verdicts"]["down"]["verdict"] == "hurts" and ddi["verdict"] == ddi["verdicts"]["down"]
+    result = CliRunner().invoke(cli.main, ["report", str(base), str(up), str(down), "--label", "standard", "--label", "up",
+                                           "--label", "down", "--compare-to", "standard", "--compare-each",
+                                           "--csv", str(tmp_path / "t.csv")])
+    assert result.exit_code == 0, result.output
+    assert "| Δ up − standard (verdict) | Δ down − standard (verdict) |" in result.output
+    assert "| +4.00 ± 1.41 (no effect, p=0.156) | -10.00 ± 0.00 (hurts, p=0.000) |" in result.output
+    header = (tmp_path / "t.csv").read_text().splitlines()[0]
+    assert header.endswith("up delta,up delta sd,up p value,up verdict,down delta,down delta sd,down p value,down verdict")
+    without = CliRunner().invoke(cli.main, ["report", str(base), "--compare-each"])
+    assert without.exit_code != 0 and "--compare-each needs --compare-to" in without.output

@@ -5,6 +5,7 @@ Both are the same code path: one task trained alone. From a refined run the enco
 the default learning rate is the smaller fine-tuning one (seed 004 section 4.2); without `--from` it
 is the single-task baseline, with a new head, at the refine rate.
 With `--seeds K` each task is fine-tuned K times (seeds seed … seed+K−1) into `<base>/<task>/seed-<s>/`.
+With `--resume`, a run directory that already holds a finished run is kept as it is, not trained again.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.common import data_dir_for, resolve_tasks
 from mtbio.experiments.training_run import train_tasks
 from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
+from mtbio.training.results import is_finished, read_results
 
 
 def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
@@ -41,10 +43,16 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
             for seed in range(config.seed, config.seed + config.seeds):
                 run_dir = base / task.name / f"seed-{seed}"
                 seeded = config.model_copy(update={"seed": seed})
+                if config.resume and is_finished(run_dir):
+                    runs.append((run_dir, read_results(run_dir)))
+                    continue
                 runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config),
                                                           heads)))
             continue
         run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
+        if config.resume and is_finished(run_dir):
+            runs.append((run_dir, read_results(run_dir)))
+            continue
         runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config),
                                            heads)))
     return runs

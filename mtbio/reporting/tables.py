@@ -136,16 +136,16 @@ def _benchmarks() -> dict[str, list[str]]:
     return {"blue": list(domains.get("blue", [])), "blurb": list(domains.get("blurb", []))}
 
 
-def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], baseline: int,
+def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], baseline: int, column: int,
               alpha: float, min_delta: float) -> list[dict[str, Any] | None]:
-    """Per task: the last column against column `baseline`, per seed, judged as `pairwise` judges edges."""
+    """Per task: column `column` against column `baseline`, per seed, judged as `pairwise` judges edges."""
     out: list[dict[str, Any] | None] = []
     for row in rows:
         task = row["task"]
-        if task not in columns[-1] or task not in columns[baseline]:
+        if task not in columns[column] or task not in columns[baseline]:
             out.append(None)
             continue
-        result = compare(columns[-1][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
+        result = compare(columns[column][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
                          alpha, min_delta)
         out.append({k: result[k] for k in ("delta", "sd", "p_value", "verdict", "n_seeds")})
     return out
@@ -192,10 +192,11 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
                  alpha: float = 0.05, min_delta: float = 0.01,
-                 metrics: Mapping[str, str] | None = None) -> dict[str, Any]:
+                 metrics: Mapping[str, str] | None = None, compare_each: bool = False) -> dict[str, Any]:
     """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
-    the trivial scores (task → score) and the last column's verdict against `compare_to`. `metrics`
-    scores the tasks it names by another saved metric than their primary one (rows and summaries)."""
+    the trivial scores (task → score) and the verdict of the last column (`compare_each`: of every
+    other column) against `compare_to`. `metrics` scores the tasks it names by another saved metric
+    than their primary one (rows and summaries)."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
     names = [Path(p).name or str(p) for p in paths]
@@ -232,15 +233,37 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
         "compare_to": None,
         "metric_overrides": dict(metrics or {}),
     }
+    if compare_each and compare_to is None:
+        raise MtbioError("--compare-each needs --compare-to LABEL (the column the others are tested against)")
     if compare_to is not None:
-        if compare_to not in labels[:-1]:
-            raise MtbioError(f"--compare-to '{compare_to}' is not the label of a column before the last "
-                             f"(labels: {', '.join(labels)})")
+        allowed = list(labels) if compare_each else list(labels[:-1])
+        if compare_to not in allowed:
+            where = "a column" if compare_each else "a column before the last"
+            raise MtbioError(f"--compare-to '{compare_to}' is not the label of {where} (labels: {', '.join(labels)})")
         baseline = list(labels).index(compare_to)
-        report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "alpha": alpha, "min_delta": min_delta}
-        for row, verdict in zip(rows, _verdicts(rows, columns, baseline, alpha, min_delta)):
-            row["verdict"] = verdict
+        versus = [i for i in range(len(labels)) if i != baseline] if compare_each else [len(labels) - 1]
+        report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "versus": [labels[i] for i in versus],
+                                "alpha": alpha, "min_delta": min_delta}
+        for i in versus:
+            for row, verdict in zip(rows, _verdicts(rows, columns, baseline, i, alpha, min_delta)):
+                row.setdefault("verdicts", {})[labels[i]] = verdict
+        for row in rows:  # the last column's verdict, also under its old key
+            row["verdict"] = row["verdicts"].get(labels[-1])
     return report
+
+
+def _versus(report: dict[str, Any]) -> list[str]:
+    """The labels of the columns tested against the baseline (older reports: the last one)."""
+    versus = report.get("compare_to")
+    return [] if not versus else list(versus.get("versus") or [versus["last"]])
+
+
+def _row_verdicts(row: dict[str, Any], tested: list[str]) -> list[dict[str, Any] | None]:
+    """A row's verdicts in the order of `tested` (older reports hold only the last column's, as "verdict")."""
+    if not tested:
+        return []
+    verdicts = row.get("verdicts") or {tested[-1]: row.get("verdict")}
+    return [verdicts.get(label) for label in tested]
 
 
 def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
@@ -263,9 +286,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     labels = [c["label"] for c in report["columns"]]
     trivial = report.get("has_trivial", False)
     versus = report.get("compare_to")
+    tested = _versus(report)
     head = ["type", "task (metric)"] + (["trivial"] if trivial else []) + labels
-    if versus:
-        head.append(f"Δ {versus['last']} − {versus['baseline']} (verdict)")
+    head += [f"Δ {label} − {versus['baseline']} (verdict)" for label in tested]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     previous = None
     for row in report["rows"]:
@@ -274,8 +297,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         scale = 1.0 if row["metric"] in UNSCALED_METRICS else 100.0
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
                  if trivial else []) + [_fmt(c, scale) for c in row["cells"]]
-        if versus:
-            cells.append(_fmt_verdict(row.get("verdict")))
+        cells += [_fmt_verdict(v) for v in _row_verdicts(row, tested)]
         lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
     marks: list[str] = []
     for key, title in SUMMARY_TITLES.items():
@@ -283,7 +305,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         if all(e is None for e in entries):
             continue
         cells = (["–"] if trivial else []) + [_fmt(e, 100.0) + (" †" if e is not None and e["missing"] else "")
-                                               for e in entries] + (["–"] if versus else [])
+                                               for e in entries] + ["–"] * len(tested)
         lines.append(f"| | **{title}** | {' | '.join(cells)} |")
         missing = sorted({t for e in entries if e is not None for t in e["missing"]})
         if missing:
@@ -295,7 +317,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     if trivial:
         notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
     if versus:
-        notes.append(f"Δ: per-seed difference {versus['last']} − {versus['baseline']}, mean ± sd; verdict by a paired "
+        column = tested[0] if len(tested) == 1 else "column"
+        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean ± sd; verdict by a paired "
                      f"t-test over seeds (improves/hurts when p < {versus['alpha']} and |Δ| ≥ "
                      f"{versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges edges).")
     for task, metric in sorted(report.get("metric_overrides", {}).items()):
@@ -314,9 +337,9 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
     header = ["category", "task", "metric"] + (["trivial"] if report.get("has_trivial") else [])
     for column in report["columns"]:
         header += [f"{column['label']} mean", f"{column['label']} sd", f"{column['label']} n"]
-    versus = report.get("compare_to")
-    if versus:
-        header += ["delta", "delta sd", "p value", "verdict"]
+    tested = _versus(report)
+    fields = ["delta", "delta sd", "p value", "verdict"]
+    header += fields if len(tested) == 1 else [f"{label} {f}" for label in tested for f in fields]
 
     def cells(entries: list[dict[str, Any] | None]) -> list[Any]:
         out: list[Any] = []
@@ -329,13 +352,12 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
         writer.writerow(header)
         for row in report["rows"]:
             trivial = [row["trivial"]] if report.get("has_trivial") else []
-            verdict = row.get("verdict") or {}
-            extra = [verdict.get("delta", ""), verdict.get("sd", ""), verdict.get("p_value", ""),
-                     verdict.get("verdict", "")] if versus else []
+            extra = [(verdict or {}).get(key, "") for verdict in _row_verdicts(row, tested)
+                     for key in ("delta", "sd", "p_value", "verdict")]
             writer.writerow([row["category"], row["task"], row["metric"], *trivial, *cells(row["cells"]), *extra])
         for key, title in SUMMARY_TITLES.items():
             writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
-                             *cells(report["summaries"][key]), *([""] * 4 if versus else [])])
+                             *cells(report["summaries"][key]), *([""] * 4 * len(tested))])
 
 
 def seed_summary(runs: Sequence[tuple[Path, dict[str, Any]]], split: str = "dev") -> str:
