@@ -86,3 +86,14 @@ def test_compare_each_tests_every_column_against_the_baseline(tmp_path: Path) ->
     assert header.endswith("up delta,up delta sd,up p value,up verdict,down delta,down delta sd,down p value,down verdict")
     without = CliRunner().invoke(cli.main, ["report", str(base), "--compare-each"])
     assert without.exit_code != 0 and "--compare-each needs --compare-to" in without.output
+
+
+def test_a_cell_at_its_trivial_score_is_marked_not_learned(tmp_path: Path) -> None:
+    """Means 0.45 (ddi) and 0.85 (chemprot): against trivial scores 0.445 and 0.50, only ddi is within a point."""
+    from mtbio.reporting.tables import to_markdown
+
+    text = to_markdown(build_report([_runs(tmp_path / "runs")], trivial={"ddi": 0.445, "chemprot": 0.50}))
+    assert "| ddi (micro_f1) | 44.50 | 45.00 ± 7.07 ‡ |" in text
+    assert "| chemprot (micro_f1) | 50.00 | 85.00 ± 7.07 |" in text
+    assert "‡ less than 1 point above the trivial score" in text
+    assert "‡" not in to_markdown(build_report([_runs(tmp_path / "again")], trivial={"ddi": 0.40, "chemprot": 0.5}))

@@ -266,6 +266,16 @@ def _row_verdicts(row: dict[str, Any], tested: list[str]) -> list[dict[str, Any]
     return [verdicts.get(label) for label in tested]
 
 
+NEAR_TRIVIAL = 0.01  # a mean this close to the trivial score (or worse) is marked as not learned
+
+
+def _near_trivial(cell: dict[str, Any] | None, row: dict[str, Any]) -> bool:
+    """Whether a cell's mean is within NEAR_TRIVIAL of its task's trivial score, or below it."""
+    if cell is None or row.get("trivial") is None:
+        return False
+    return metric_sign(row["metric"]) * (cell["mean"] - row["trivial"]) < NEAR_TRIVIAL
+
+
 def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
     if cell is None:
         return "–"
@@ -290,13 +300,14 @@ def to_markdown(report: dict[str, Any]) -> str:
     head = ["type", "task (metric)"] + (["trivial"] if trivial else []) + labels
     head += [f"Δ {label} − {versus['baseline']} (verdict)" for label in tested]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
-    previous = None
+    previous, unlearned = None, False
     for row in report["rows"]:
         kind = CATEGORY_NAMES.get(row["category"], row["category"]) if row["category"] != previous else ""
         previous = row["category"]
         scale = 1.0 if row["metric"] in UNSCALED_METRICS else 100.0
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
-                 if trivial else []) + [_fmt(c, scale) for c in row["cells"]]
+                 if trivial else []) + [_fmt(c, scale) + (" ‡" if _near_trivial(c, row) else "") for c in row["cells"]]
+        unlearned = unlearned or any(_near_trivial(c, row) for c in row["cells"])
         cells += [_fmt_verdict(v) for v in _row_verdicts(row, tested)]
         lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
     marks: list[str] = []
@@ -316,6 +327,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     notes = [f"{report['split']} split, {metric_text} ×100 ({seeds_text}; sd is the sample sd)."]
     if trivial:
         notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
+    if unlearned:
+        notes.append(f"‡ less than {NEAR_TRIVIAL * 100:g} point above the trivial score: the task was not learned "
+                     "there; not a result.")
     if versus:
         column = tested[0] if len(tested) == 1 else "column"
         notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean ± sd; verdict by a paired "
