@@ -37,6 +37,12 @@ def machine() -> dict[str, Any]:
                                              if f.startswith(("avx512", "amx", "avx2", "fma")))
                 break
     info["cpu_bf16"] = bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+    info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the kernels ATen dispatches to
+    # instruction-set caps that emulate an older CPU on this one (AVX2 only: avx2 / AVX2 / AVX2)
+    caps = {v: os.environ[v] for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+            if v in os.environ}
+    if caps:
+        info["isa_caps"] = caps
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
