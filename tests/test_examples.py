@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ def _run_script(name: str, cwd: Path, train_args: str, *args: str, **settings: s
 
 def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """Four variants x two seeds, tables with the trivial score and each remedy's Δ against standard; a
-    rerun keeps the finished seeds instead of training them again."""
+    rerun from the small files alone (a fresh clone) keeps the finished seeds instead of training them again."""
     train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 24"
     settings = dict(TASK="demo-nli", ENCODER=tiny_encoder, SEEDS="2", OUT=str(tmp_path / "runs"), FREEZE="1",
                     REINIT="1", PARALLEL="2", LR="1e-4", SPLITS="dev")   # the demo task has no test split
@@ -46,6 +47,9 @@ def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
             assert config[key] == value and config["seed"] == seed and config["lr"] == 1e-4
     results = sorted((tmp_path / "runs").rglob("results.json"))
     stamps = [p.stat().st_mtime_ns for p in results]
+    for kept in ("checkpoints", "encoder", "heads"):   # a fresh clone holds only the committed small files
+        for folder in list((tmp_path / "runs").rglob(kept)):
+            shutil.rmtree(folder)
     again = _run_script("stabilization.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0, again.stderr[-2000:]
     assert [p.stat().st_mtime_ns for p in results] == stamps and len(results) == 8

@@ -5,7 +5,8 @@ Both are the same code path: one task trained alone. From a refined run the enco
 the default learning rate is the smaller fine-tuning one (seed 004 section 4.2); without `--from` it
 is the single-task baseline, with a new head, at the refine rate.
 With `--seeds K` each task is fine-tuned K times (seeds seed … seed+K−1) into `<base>/<task>/seed-<s>/`.
-With `--resume`, a run directory that already holds a finished run is kept as it is, not trained again.
+With `--resume`, a finished run with no checkpoint left to continue from (a study's committed small files) is
+kept as it is, not trained again; one with a checkpoint resumes from it (and so can be extended with more steps).
 """
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ from typing import Any
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import data_dir_for, resolve_tasks
 from mtbio.experiments.training_run import train_tasks
+from mtbio.training.checkpoint import latest_checkpoint
 from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
 from mtbio.training.results import is_finished, read_results
+
+
+def _finished_for_good(run_dir: Path) -> bool:
+    """A finished run that --resume cannot continue: its results are all there is (its weights are gone)."""
+    return is_finished(run_dir) and latest_checkpoint(run_dir / "checkpoints") is None
 
 
 def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
@@ -43,14 +50,14 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
             for seed in range(config.seed, config.seed + config.seeds):
                 run_dir = base / task.name / f"seed-{seed}"
                 seeded = config.model_copy(update={"seed": seed})
-                if config.resume and is_finished(run_dir):
+                if config.resume and _finished_for_good(run_dir):
                     runs.append((run_dir, read_results(run_dir)))
                     continue
                 runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config),
                                                           heads)))
             continue
         run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
-        if config.resume and is_finished(run_dir):
+        if config.resume and _finished_for_good(run_dir):
             runs.append((run_dir, read_results(run_dir)))
             continue
         runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config),
