@@ -47,19 +47,15 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
     runs = []
     for task in tasks:
         if config.seeds and config.seeds > 1:  # --seeds K: <base>/<task>/seed-<s>/ for s = seed .. seed+K-1
-            for seed in range(config.seed, config.seed + config.seeds):
-                run_dir = base / task.name / f"seed-{seed}"
-                seeded = config.model_copy(update={"seed": seed})
-                if config.resume and _finished_for_good(run_dir):
-                    runs.append((run_dir, read_results(run_dir)))
-                    continue
-                runs.append((run_dir, train_tasks([task], seeded, run_dir, encoder_source, lr, stage, data_dir_for(config),
-                                                          heads)))
-            continue
-        run_dir = base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}")
-        if config.resume and _finished_for_good(run_dir):
-            runs.append((run_dir, read_results(run_dir)))
-            continue
-        runs.append((run_dir, train_tasks([task], config, run_dir, encoder_source, lr, stage, data_dir_for(config),
-                                           heads)))
+            plan = [(base / task.name / f"seed-{seed}", config.model_copy(update={"seed": seed}))
+                    for seed in range(config.seed, config.seed + config.seeds)]
+        else:
+            plan = [(base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}"),
+                     config)]
+        for run_dir, run_config in plan:
+            if config.resume and _finished_for_good(run_dir):
+                runs.append((run_dir, read_results(run_dir)))
+            else:
+                runs.append((run_dir, train_tasks([task], run_config, run_dir, encoder_source, lr, stage,
+                                                  data_dir_for(config), heads)))
     return runs

@@ -253,17 +253,14 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
 
 
 def _versus(report: dict[str, Any]) -> list[str]:
-    """The labels of the columns tested against the baseline (older reports: the last one)."""
+    """The labels of the columns tested against the baseline (none without --compare-to)."""
     versus = report.get("compare_to")
-    return [] if not versus else list(versus.get("versus") or [versus["last"]])
+    return list(versus["versus"]) if versus else []
 
 
 def _row_verdicts(row: dict[str, Any], tested: list[str]) -> list[dict[str, Any] | None]:
-    """A row's verdicts in the order of `tested` (older reports hold only the last column's, as "verdict")."""
-    if not tested:
-        return []
-    verdicts = row.get("verdicts") or {tested[-1]: row.get("verdict")}
-    return [verdicts.get(label) for label in tested]
+    """A row's verdicts in the order of `tested`."""
+    return [row["verdicts"].get(label) for label in tested]
 
 
 NEAR_TRIVIAL = 0.01  # a mean this close to the trivial score (or worse) is marked as not learned
@@ -305,9 +302,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         kind = CATEGORY_NAMES.get(row["category"], row["category"]) if row["category"] != previous else ""
         previous = row["category"]
         scale = 1.0 if row["metric"] in UNSCALED_METRICS else 100.0
+        near = [_near_trivial(c, row) for c in row["cells"]]
+        unlearned = unlearned or any(near)
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
-                 if trivial else []) + [_fmt(c, scale) + (" ‡" if _near_trivial(c, row) else "") for c in row["cells"]]
-        unlearned = unlearned or any(_near_trivial(c, row) for c in row["cells"])
+                 if trivial else []) + [_fmt(c, scale) + (" ‡" if mark else "") for c, mark in zip(row["cells"], near)]
         cells += [_fmt_verdict(v) for v in _row_verdicts(row, tested)]
         lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
     marks: list[str] = []
