@@ -220,17 +220,17 @@ precision_option = click.option(
 def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, data_dir: str | None,
              batch_size: int, output: str | None, precision: str, save_predictions: bool) -> None:
     """Score runs on dev or test; one row per run (a folder of fine-tuned runs is one row)."""
-    import json
     from pathlib import Path
 
     from mtbio.experiments.evaluate import evaluate_paths, format_evaluation_table
+    from mtbio.fileio import ensure_writable, write_json
     from mtbio.tasks.loading import resolve_data_dir
 
+    target = ensure_writable(Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json")
     table = evaluate_paths([Path(p) for p in run_dirs], split, resolve_data_dir(data_dir), tasks or (), batch_size,
                            precision=precision, save_predictions=save_predictions)
     click.echo(format_evaluation_table(table))
-    target = Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json"
-    target.write_text(json.dumps(table, indent=2) + "\n")
+    write_json(target, table)
     click.echo(f"\nwritten: {target}")
 
 
@@ -345,13 +345,14 @@ def affinity(**values: Any) -> None:
 @click.option("--task", required=True, help="The task whose head to export.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
 @click.option("--push-to-hub", "repo_id", metavar="REPO_ID", help="Also upload the directory to this Hub model repo.")
-def export(run_dir: str, task: str, output: str, repo_id: str | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace files in --output that mtbio did not write.")
+def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite: bool) -> None:
     """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card)."""
     from pathlib import Path
 
     from mtbio.experiments.export import export_task, push_to_hub
 
-    target = export_task(Path(run_dir), task, Path(output))
+    target = export_task(Path(run_dir), task, Path(output), overwrite=overwrite)
     click.echo(f"written: {target} (loads with transformers' AutoModelFor*.from_pretrained and pipeline(); "
                "the export's logits were checked against the run's)")
     if repo_id:
@@ -426,8 +427,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
                              "--output, --csv, --trivial or --compare-to)")
         click.echo("\n\n".join(report_relations(p) for p in sweeps))
         return
-    import json
-
+    from mtbio.fileio import write_json, write_text
     from mtbio.reporting.tables import (
         build_report,
         to_markdown,
@@ -451,13 +451,12 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     markdown = to_markdown(table)
     click.echo(markdown)
     if output:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(markdown)
+        write_text(output, markdown)
         click.echo(f"written: {output}")
     target = Path(csv_path) if csv_path else (Path(output).with_suffix(".csv") if output
                                               else paths[0] / f"report-{split}.csv")
     write_csv(table, target)
-    target.with_suffix(".json").write_text(json.dumps(table, indent=2) + "\n")
+    write_json(target.with_suffix(".json"), table)
     click.echo(f"written: {target} and {target.with_suffix('.json').name}")
 
 

@@ -21,6 +21,7 @@ from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.sweep import Cell, cell_config, check_data, check_protocol, processes, protocol, seeds_of
 from mtbio.experiments.training_run import train_tasks
+from mtbio.fileio import write_json
 from mtbio.reporting.affinity import build_affinity, write_affinity
 from mtbio.training.affinity import AffinityProbe
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -58,9 +59,7 @@ def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     check_data(tasks, data_dir)
     directory = sweep_dir_for(config, tasks, "affinity")
     check_measurement(directory, config)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "sweep.json").write_text(json.dumps({"protocol": protocol(config), "measurement": measurement(config)},
-                                                     indent=2) + "\n")
+    write_json(directory / "sweep.json", {"protocol": protocol(config), "measurement": measurement(config)})
     lr = config.learning_rate(REFINE_LR)
     names = tuple(t.name for t in tasks)
     runs = {}
@@ -75,7 +74,7 @@ def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
             probe = AffinityProbe(config.affinity_every, config.affinity_batch_size, seed, config.affinity_split)
             train_tasks(list(tasks), cell_config(config, cell), cell.run_dir, config.encoder, lr, "refine", data_dir,
                         step_hooks=[probe])
-            points.write_text(json.dumps(probe.summary(), indent=2) + "\n")
+            write_json(points, probe.summary())
             shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
         runs[seed] = {"probe": json.loads(points.read_text()),
                       "results": read_results(cell.run_dir)}

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mtbio.fileio import make_dir, write_json, writing
+
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 300.0  # a lock whose heartbeat is this old is stale, whoever holds it
 TAKEOVER_GUARD_SECONDS = 60.0
@@ -115,19 +117,20 @@ class CellLock:
 
 
 def _create(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w") as handle:
-        json.dump(owner_record(), handle)
+    with writing(path):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as handle:
+            json.dump(owner_record(), handle)
     return True
 
 
 def claim(run_dir: Path) -> CellLock | None:
     """Claim the cell (taking over a stale lock); None when a live owner holds it."""
     path = lock_path(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     if not _create(path):
         if not is_stale(path):
             return None
@@ -171,10 +174,7 @@ def record_failure(run_dir: Path, error: BaseException) -> None:
     lines = traceback.format_exception(type(error), error, error.__traceback__)
     attempts.append({**owner_record(), "failed": time.time(), "error": f"{type(error).__name__}: {error}",
                      "traceback": "".join(lines)[-4000:]})
-    target = failure_path(run_dir)
-    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(attempts, indent=2) + "\n")
-    os.replace(tmp, target)
+    write_json(failure_path(run_dir), attempts)
 
 
 def failed_out(run_dir: Path, retries: int) -> bool:

@@ -21,6 +21,7 @@ from mtbio.experiments.common import resolve_tasks
 from mtbio.experiments.evaluate import evaluate_paths
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
+from mtbio.fileio import write_text
 from mtbio.training.config import RunConfig
 
 MARKER = ".mtbio-demo"
@@ -43,8 +44,7 @@ def run_demo(output: Path, encoder: str | None = None, epochs: int | None = None
     """
     if (output / MARKER).is_file():
         shutil.rmtree(output)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / MARKER).write_text("created by `mtbio demo`; safe to delete\n")
+    write_text(output / MARKER, "created by `mtbio demo`; safe to delete\n")
     refine_dir, _ = refine(demo_config(output=str(output / "refine"), encoder=encoder, epochs=epochs))
     finetune(demo_config(from_run=str(refine_dir), output=str(output / "finetune"), epochs=1, batch_size=16,
                          lr=5e-5))

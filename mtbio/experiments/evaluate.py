@@ -21,6 +21,7 @@ from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.breakdown import TypeCounts, format_type_table, per_type_counts
 from mtbio.evaluation.metrics import score_task
 from mtbio.experiments.predict import load_run, read_run_tasks
+from mtbio.fileio import open_for_write, write_json
 from mtbio.model.inference import autocast_for, predict_split
 from mtbio.tasks.loading import load_catalog, require_data
 from mtbio.tasks.schema import TaskDef
@@ -148,8 +149,7 @@ def write_predictions(run_dir: Path, split: str, task: TaskDef, examples: Sequen
     """`<run>/predictions/<split>-<task>.jsonl` (uid, input, gold, prediction per example) and, for
     tagging and classification tasks, the per-type table beside it; returns that table."""
     target = run_dir / "predictions"
-    target.mkdir(parents=True, exist_ok=True)
-    with (target / f"{split}-{task.name}.jsonl").open("w", encoding="utf-8") as handle:
+    with open_for_write(target / f"{split}-{task.name}.jsonl") as handle:
         for example, prediction in zip(examples, predictions):
             text = {"tokens": example.tokens} if example.tokens is not None else {"text": example.text, "text_b": example.text_b}
             record = {"uid": example.uid, **text, "gold": example.label, "prediction": prediction}
@@ -157,7 +157,7 @@ def write_predictions(run_dir: Path, split: str, task: TaskDef, examples: Sequen
     if task.type not in ("tagging", "classification"):
         return None
     types = per_type_counts(task, [e.label for e in examples], predictions)
-    (target / f"{split}-{task.name}.types.json").write_text(json.dumps(types, indent=2) + "\n")
+    write_json(target / f"{split}-{task.name}.types.json", types)
     return types
 
 

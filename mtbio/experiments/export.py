@@ -26,19 +26,23 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
+from mtbio.fileio import claim_output_dir, record_output_dir, save_pretrained, write_text
 from mtbio.training.results import is_finished, read_results
 
 PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
                  "regression": "regression"}
 
 
-def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None) -> Path:
-    """Write `task` of the run in `run_dir` to `output` as an `AutoModelFor*` directory with a model card."""
+def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
+                overwrite: bool = False) -> Path:
+    """Write `task` of the run in `run_dir` to `output` as an `AutoModelFor*` directory with a model card.
+    Files in `output` that mtbio did not write are refused unless `overwrite`."""
     from transformers import (
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
     )
 
+    before = claim_output_dir(output, overwrite)
     run = load_run(run_dir)
     if task not in run.model.heads:
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
@@ -58,11 +62,11 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         config.problem_type = PROBLEM_TYPES[cfg.type]
     model = auto.from_config(config)
     _copy_weights(model, run.model.encoder, head, task)
-    output.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output)
-    run.tokenizer.save_pretrained(output)
+    save_pretrained(model, output)
+    save_pretrained(run.tokenizer, output)
     _check_same_logits(output, auto, run, task, sample_inputs or _sample_inputs(definition))
-    (output / "README.md").write_text(model_card(run_dir, task, definition, auto.__name__))
+    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__))
+    record_output_dir(output, "mtbio export", before)
     return output
 
 

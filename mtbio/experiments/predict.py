@@ -10,7 +10,9 @@ from typing import Any, Sequence
 import torch
 
 from mtbio.data.pipeline import featurize_raw, raw_inputs_to_examples
+from mtbio.data.readers.text import iter_lines
 from mtbio.errors import DataFormatError, MtbioError
+from mtbio.fileio import ensure_writable, open_for_write
 from mtbio.model.inference import autocast_for, predict_split, resolve_inference_precision
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model
@@ -61,13 +63,16 @@ class LoadedRun:
         `text[start:end]` is the entity) and score (mean probability of its words' tags)."""
         if self.tasks.get(task) is None or self.tasks[task].type != "tagging":
             raise MtbioError(f"task '{task}' is not a tagging task of {self.run_dir}")
-        out = []
-        for text, (tags, probs) in zip(texts, self.predict(task, list(texts), scores=True)):
-            words = split_words(text)
-            out.append([{"text": text[words[first][1]:words[last][2]], "type": kind, "start": words[first][1],
-                         "end": words[last][2], "score": sum(probs[first:last + 1]) / (last - first + 1)}
-                        for kind, first, last in tag_spans(tags)])
-        return out
+        return [entity_spans(text, tags, probs)
+                for text, (tags, probs) in zip(texts, self.predict(task, list(texts), scores=True))]
+
+
+def entity_spans(text: str, tags: Sequence[str], probs: Sequence[float]) -> list[dict[str, Any]]:
+    """The entities of one tagged text (its words' tags and their probabilities), with character offsets."""
+    words = split_words(text)
+    return [{"text": text[words[first][1]:words[last][2]], "type": kind, "start": words[first][1],
+             "end": words[last][2], "score": sum(probs[first:last + 1]) / (last - first + 1)}
+            for kind, first, last in tag_spans(tags)]
 
 
 WORD = re.compile(r"\w+|[^\w\s]")
@@ -120,17 +125,10 @@ def trained_precision(run_dir: Path) -> str | None:
 
 
 def read_inputs(path: Path) -> list[str]:
-    """One input per line (UTF-8). Empty lines are errors naming the line, never skipped."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise MtbioError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataFormatError(path, line, "not valid UTF-8; re-encode the file as UTF-8") from None
-    lines = text.splitlines()
+    """One input per line (UTF-8), split on '\\n' only as the data readers do: the other characters
+    `str.splitlines` breaks at (form feed, U+2028, U+0085...) stay inside their line. Empty lines are
+    errors naming the line, never skipped."""
+    lines = [line for _, line in iter_lines(Path(path))]
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise DataFormatError(path, number, "empty line; remove it (each line is one input)")
@@ -144,19 +142,18 @@ def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path |
     """Write one JSON line per input line: {"input", "prediction"} (+ "scores" with `scores`); tagging
     tasks add "words" and "entities" (text, type, character start/end, score)."""
     inputs = read_inputs(input_path)
+    output_path = output_path or Path(run_dir) / "predictions" / f"{task}-{Path(input_path).stem}.jsonl"
+    ensure_writable(output_path)  # before the model runs, not after
     run = load_run(run_dir, precision)
     predictions = run.predict(task, inputs, scores=True)
     tagging = run.tasks[task].type == "tagging"
-    entities = run.entities(task, inputs) if tagging else [None] * len(inputs)
-    output_path = output_path or Path(run_dir) / "predictions" / f"{task}-{Path(input_path).stem}.jsonl"
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with output_path.open("w", encoding="utf-8") as handle:
-        for text, (prediction, probabilities), spans in zip(inputs, predictions, entities):
+    with open_for_write(output_path) as handle:
+        for text, (prediction, probabilities) in zip(inputs, predictions):
             record: dict[str, Any] = {"input": text, "prediction": prediction}
             if scores and probabilities is not None:
                 record["scores"] = probabilities
-            if tagging:
+            if tagging:  # entities from the same forward pass
                 record["words"] = [w for w, _, _ in split_words(text)]
-                record["entities"] = spans
+                record["entities"] = entity_spans(text, prediction, probabilities)
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return output_path

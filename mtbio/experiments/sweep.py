@@ -36,6 +36,7 @@ from accelerate import Accelerator
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
 from mtbio.experiments.training_run import train_tasks
+from mtbio.fileio import write_json
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
@@ -150,8 +151,7 @@ def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
     """Write sweep.json on first use of a sweep directory (main process only)."""
     path = sweep_dir / "sweep.json"
     if not path.is_file():
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"protocol": protocol(config)}, indent=2) + "\n")
+        write_json(path, {"protocol": protocol(config)})
 
 
 def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
@@ -186,10 +186,7 @@ def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
             known.append({"kind": cell.kind, "tasks": list(cell.tasks), "seed": cell.seed, "run_dir": run_dir,
                           "stage": cell.stage, "lr": cell.lr,
                           "from_cell": _relative(cell.from_cell, sweep_dir) if cell.from_cell is not None else None})
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"cells.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(known, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json(path, known)
 
 
 def _relative(path: Path, sweep_dir: Path) -> str:

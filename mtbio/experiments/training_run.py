@@ -24,6 +24,7 @@ from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
+from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
@@ -53,9 +54,8 @@ def check_run_dir(run_dir: Path, resume: bool) -> None:
 
 
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
     for task in tasks:
-        (directory / f"{task.name}.yml").write_text(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
+        write_text(directory / f"{task.name}.yml", yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
 
 
 def train_tasks(
@@ -125,14 +125,11 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
     if accelerator.is_main_process:  # created only once data and model have loaded
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
+        with writing(run_dir, hint="choose a writable --output with free space"):
+            make_dir(run_dir)
             log_file.attach(run_dir / "run.log")
             write_task_defs(tasks, run_dir / "tasks")
             save_config(config, run_dir / "config.yaml")
-        except OSError as exc:
-            raise MtbioError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}; "
-                             "choose a writable --output with free space") from None
 
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), step_hooks=step_hooks)

@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import fresh_dir, replace_dir, save_pretrained, save_tensors, write_json, writing
 from mtbio.model.encoder import load_encoder, load_tokenizer
 from mtbio.model.heads import HEADS, HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
@@ -26,48 +27,30 @@ HEAD_CONFIG = "head_config.json"
 HEAD_WEIGHTS = "model.safetensors"
 
 
-def _atomic_dir(target: Path) -> Path:
-    tmp = target.with_name(target.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    return tmp
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    old = target.with_name(target.name + ".old")
-    if old.exists():
-        shutil.rmtree(old)
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
-
-
-def save_encoder(encoder: Any, tokenizer: Any, directory: Path) -> None:
-    """Write the encoder and tokenizer with `save_pretrained`, replacing `directory` atomically."""
-    tmp = _atomic_dir(directory)
-    encoder.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    _replace_dir(tmp, directory)
-
-
-def save_heads(model: MultiTaskModel, directory: Path, tasks: list[str] | None = None) -> None:
-    """Write `heads/<task>/` for each task (all heads by default)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in tasks if tasks is not None else list(model.heads):
-        head = model.heads[name]
-        tmp = _atomic_dir(directory / name)
-        (tmp / HEAD_CONFIG).write_text(json.dumps(head.config.to_json(), indent=2) + "\n")
-        tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
-        save_file(tensors, str(tmp / HEAD_WEIGHTS))
-        _replace_dir(tmp, directory / name)
-
-
 def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
-    save_encoder(model.encoder, tokenizer, run_dir / "encoder")
-    save_heads(model, run_dir / "heads")
+    """The run's best weights: `encoder/` (`save_pretrained` of encoder and tokenizer) and `heads/<task>/`.
+    Both are written in full under temporary names before either replaces the old one, so a failed
+    write (a full disk) is one line and leaves the previous best weights whole."""
+    hint = "the previous best weights are intact; free some space and continue with --resume"
+    staged: list[tuple[Path, Path]] = []
+    try:
+        with writing(run_dir, hint=hint):
+            encoder_tmp = fresh_dir(run_dir / "encoder")
+            staged.append((encoder_tmp, run_dir / "encoder"))
+            save_pretrained(model.encoder, encoder_tmp)
+            save_pretrained(tokenizer, encoder_tmp)
+            heads_tmp = fresh_dir(run_dir / "heads")
+            staged.append((heads_tmp, run_dir / "heads"))
+            for name, head in model.heads.items():
+                write_json(heads_tmp / name / HEAD_CONFIG, head.config.to_json())
+                tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
+                save_tensors(tensors, heads_tmp / name / HEAD_WEIGHTS)
+    except BaseException:
+        for tmp, _ in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for tmp, target in staged:
+        replace_dir(tmp, target)
 
 
 def read_head_config(head_dir: Path) -> HeadConfig:

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import write_json, write_text
 from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, plot_score_matrix
 from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
@@ -101,7 +102,7 @@ def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
     """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); the
     default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
     paths = [directory / "affinity.json"]
-    paths[0].write_text(json.dumps(affinity, indent=2) + "\n")
+    write_json(paths[0], affinity)
     for predictor in PREDICTORS:
         stem = "affinity" if predictor == "lookahead" else predictor
         matrix = score_matrix(affinity, predictor)
@@ -115,7 +116,7 @@ def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
     title = (f"predicted by one joint run ({predictor}, {len(affinity['seeds'])} seed(s)): green helps, red hurts, "
              "grey unclear")
     dot, graphml, png = (directory / f"affinity.{ext}" for ext in ("dot", "graphml", "png"))
-    dot.write_text(relations_dot(graph, title, "{:+.3g}"))
+    write_text(dot, relations_dot(graph, title, "{:+.3g}"))
     write_graphml(graph, graphml)
     plot_relation_graph(graph, png, title + "\nnode: dev score in the joint run; edge s→t: predicted score", "{:+.3g}")
     return paths + [dot, graphml, png]
@@ -277,7 +278,7 @@ def report_comparison(pairwise_dir: Path | str, affinity_dir: Path | str) -> str
                          "fraction_examples": _ratio(predicted_side["train_equivalent_examples"],
                                                      measured_side["train_examples"])}
     result["pairwise_dir"], result["affinity_dir"] = str(pairwise_dir), str(affinity_dir)
-    (affinity_dir / "comparison.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(affinity_dir / "comparison.json", result)
     panels = []
     for predictor in PREDICTORS:
         entry = result["predictors"][predictor]

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from mtbio.fileio import save_figure  # noqa: E402
 from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
     ax.axis("off")
     ax.margins(0.15)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -88,7 +89,7 @@ def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label=colour_label)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -145,7 +146,7 @@ def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str],
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -167,5 +168,5 @@ def plot_prediction_scatter(panels: list[tuple[str, list[float], list[float], st
         ax.xaxis.set_major_locator(MaxNLocator(5))  # small scores (1e-3) would print overlapping tick labels
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
 from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, Scores, compare, metric_sign, summary
 
@@ -64,8 +65,8 @@ def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
     paths = [sweep_dir / n for n in ("relations.json", "relations.dot", "relations.graphml", "gain_matrix.csv",
                                      "relations.png", "gain_matrix.png")]
-    paths[0].write_text(json.dumps(relations, indent=2) + "\n")
-    paths[1].write_text(relations_dot(relations))
+    write_json(paths[0], relations)
+    write_text(paths[1], relations_dot(relations))
     write_graphml(relations, paths[2])
     tasks, matrix = gain_matrix(relations)
     write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
@@ -107,12 +108,12 @@ def write_graphml(relations: dict[str, Any], path: Path) -> None:
                  "per_seed_delta": " ".join(f"{s}:{v['delta']:.6f}" for s, v in edge["per_seed"].items())}
         attrs.update({k: edge[k] for k in ("sd", "p_value") if edge[k] is not None})
         graph.add_edge(edge["source"], edge["target"], **attrs)
-    nx.write_graphml(graph, path)
+    write_text(path, "\n".join(nx.generate_graphml(graph)) + "\n")
 
 
 def write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str],
                       matrix: list[list[float | None]]) -> None:
-    with path.open("w", newline="") as handle:
+    with open_for_write(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([corner, *columns])
         for row, values in zip(rows, matrix):
@@ -156,7 +157,7 @@ def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list
 def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
     paths = [sweep_dir / n for n in ("stilt.json", "stilt_matrix.csv", "stilt_matrix.png")]
-    paths[0].write_text(json.dumps(stilt, indent=2) + "\n")
+    write_json(paths[0], stilt)
     rows, columns, matrix = stilt_matrix(stilt)
     write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
     plot_stilt_matrix(stilt, paths[2])

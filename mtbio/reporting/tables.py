@@ -28,6 +28,7 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
+from mtbio.fileio import open_for_write
 from mtbio.reporting.verdicts import compare, metric_sign
 from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
 
@@ -345,7 +346,6 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def write_csv(report: dict[str, Any], path: Path) -> None:
     """One row per task and summary, per column: mean, sd, n (raw metric values, not ×100)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = ["category", "task", "metric"] + (["trivial"] if report.get("has_trivial") else [])
     for column in report["columns"]:
         header += [f"{column['label']} mean", f"{column['label']} sd", f"{column['label']} n"]
@@ -359,7 +359,7 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
             out += ["", "", 0] if c is None else [c["mean"], "" if c["sd"] is None else c["sd"], c["n"]]
         return out
 
-    with path.open("w", newline="") as handle:
+    with open_for_write(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for row in report["rows"]:

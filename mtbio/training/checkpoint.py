@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, load_model
 from torch import nn
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import make_dir, save_module, save_tensors, write_json, write_text, writing
 
 log = logging.getLogger(__name__)
 
@@ -77,17 +78,18 @@ def save_checkpoint(
     keep: int = 2,
 ) -> Path:
     """Write a complete checkpoint for `step`, then delete all but the newest `keep`."""
-    checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(checkpoints_dir)
     final = checkpoints_dir / f"{PREFIX}{step:08d}"
     tmp = checkpoints_dir / f".tmp-{PREFIX}{step:08d}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        save_model(model, str(tmp / "model.safetensors"))
+    with writing(checkpoints_dir, cleanup=tmp, hint="the previous checkpoint is intact; free some space and "
+                 "continue with --resume"):
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        save_module(model, tmp / "model.safetensors")
         opt_tensors, opt_meta = _optimizer_to_files(optimizer)
-        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
-        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        save_tensors(opt_tensors, tmp / "optimizer.safetensors")
+        save_tensors({"torch": torch.get_rng_state()}, tmp / "rng.safetensors")
         np_state = np.random.get_state()
         py_state = random.getstate()
         state = {
@@ -99,15 +101,12 @@ def save_checkpoint(
                 "python": [py_state[0], list(py_state[1]), py_state[2]],
             },
         }
-        (tmp / "state.json").write_text(json.dumps(state))
+        write_json(tmp / "state.json", state, indent=None)
         files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
-        (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1))
+        write_json(tmp / MANIFEST, {"step": step, "files": files}, indent=1)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise MtbioError(f"could not write checkpoint in {checkpoints_dir}: {exc.strerror or exc}; the previous checkpoint is intact") from None
     for old in list_checkpoints(checkpoints_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -171,6 +170,4 @@ def truncate_metrics(path: Path, step: int) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
     if len(kept) != len(lines):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        tmp.replace(path)
+        write_text(path, "".join(line + "\n" for line in kept))

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mtbio.data.mixer import MIXERS
 from mtbio.errors import MtbioError
+from mtbio.fileio import write_text
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
@@ -203,4 +204,4 @@ def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source
 
 
 def save_config(config: RunConfig, path: Path) -> None:
-    path.write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+    write_text(path, yaml.safe_dump(config.model_dump(), sort_keys=False))

@@ -24,6 +24,8 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, gather
 
+from mtbio.fileio import open_for_write
+
 T = TypeVar("T")
 
 TASK_LOG_ENV = "MTBIO_DEBUG_TASK_LOG"
@@ -54,7 +56,7 @@ def log_micro_batch(accelerator: Accelerator, step: int, task: str, uids: Sequen
     if not target:
         return
     path = Path(f"{target}.rank{accelerator.process_index}")
-    with path.open("a", encoding="utf-8") as handle:
+    with open_for_write(path, "a") as handle:
         handle.write(f"{step}\t{task}\t{','.join(uids)}\n")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import write_json
 
 RESULTS_FILE = "results.json"
 
@@ -22,9 +23,7 @@ def is_finished(run_dir: Path) -> bool:
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
     """Write `results` as the run's results.json (indented JSON); returns its path."""
-    path = results_path(run_dir)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    return path
+    return write_json(results_path(run_dir), results)
 
 
 def read_results(run_dir: Path) -> dict[str, Any]:

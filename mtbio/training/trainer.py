@@ -31,6 +31,7 @@ from mtbio.data.mixer import MultiTaskBatchSampler
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task
+from mtbio.fileio import open_for_write
 from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
 from mtbio.model.inference import bf16_supported, predict_split
@@ -376,7 +377,7 @@ class Trainer:
             self.accelerator.log(tracker_scalars(record), step=record["step"])
         if not self.accelerator.is_main_process:
             return
-        with (self.run_dir / "metrics.jsonl").open("a") as handle:
+        with open_for_write(self.run_dir / "metrics.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
     def save_checkpoint(self, mid_epoch: bool) -> None:

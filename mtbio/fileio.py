@@ -1,0 +1,251 @@
+"""Every file mtbio writes goes through this module, so a failed write is reported the same way
+everywhere: one `WriteError` line naming the path and the reason (a full disk, a read-only or
+missing directory, safetensors' own errors), never a traceback. Files are written under a
+temporary name and renamed into place, so a failed write never leaves a torn file behind.
+
+`claim_output_dir` guards directories a user names for mtbio to fill: it refuses to replace files
+that mtbio did not write there.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from safetensors import SafetensorError
+
+from mtbio.errors import MtbioError
+
+WRITE_ERRORS: tuple[type[BaseException], ...] = (OSError, SafetensorError)
+OWNER_FILE = ".mtbio-output.json"  # in a directory mtbio filled: which command wrote which files
+
+_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file is larger than this system allows",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EISDIR: "it is a directory",
+}
+
+
+class WriteError(MtbioError):
+    """A file or directory could not be written. Names the path and the reason."""
+
+    def __init__(self, path: Path | str, reason: str, hint: str = ""):
+        self.path, self.reason, self.hint = str(path), reason, hint
+        super().__init__(f"cannot write {path}: {reason}" + (f"; {hint}" if hint else ""))
+
+
+def reason_of(exc: BaseException) -> str:
+    """A short, plain reason for a failed write (safetensors reports the OS error inside its text)."""
+    if isinstance(exc, OSError) and exc.errno in _REASONS:
+        return _REASONS[exc.errno]
+    text = str(exc)
+    if "No space left" in text or "StorageFull" in text:
+        return _REASONS[errno.ENOSPC]
+    if "Read-only file system" in text:
+        return _REASONS[errno.EROFS]
+    if "Permission denied" in text:
+        return _REASONS[errno.EACCES]
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return " ".join(text.split())[:200] or type(exc).__name__
+
+
+@contextmanager
+def writing(path: Path | str, cleanup: Path | None = None, hint: str = "") -> Iterator[None]:
+    """Turn a failed write inside the block into a `WriteError` naming `path`; `cleanup` (a temporary
+    file or directory) is removed first."""
+    try:
+        yield
+    except WriteError as exc:
+        _remove(cleanup)
+        if hint and not exc.hint:
+            raise WriteError(exc.path, exc.reason, hint) from None
+        raise
+    except WRITE_ERRORS as exc:
+        _remove(cleanup)
+        raise WriteError(path, reason_of(exc), hint) from None
+
+
+def _remove(path: Path | None) -> None:
+    if path is None or not os.path.lexists(path):
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".tmp-{os.getpid()}-{path.name}")
+
+
+def make_dir(path: Path | str) -> Path:
+    """`mkdir -p`, with a failure as one line."""
+    path = Path(path)
+    with writing(path):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ensure_writable(path: Path | str) -> Path:
+    """Check, before any long work, that `path` can be written: its directory is created and a probe
+    file written and removed there. A file already at `path` is not touched."""
+    path = Path(path)
+    if path.is_dir():
+        raise WriteError(path, "it is a directory; give a file name")
+    probe = _tmp_name(path)
+    with writing(path, cleanup=probe):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    return path
+
+
+def write_text(path: Path | str, text: str) -> Path:
+    """Write `text` (UTF-8) atomically: a temporary file renamed into place."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    with writing(path, cleanup=tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+        tmp.replace(path)
+    return path
+
+
+def write_json(path: Path | str, data: Any, indent: int | None = 2) -> Path:
+    """Write `data` as JSON (indented, with a final newline) atomically."""
+    return write_text(path, json.dumps(data, indent=indent, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def open_for_write(path: Path | str, mode: str = "w", newline: str | None = None) -> Iterator[IO[str]]:
+    """A text handle for streamed output. `w`: written under a temporary name and renamed into place
+    when the block ends; `a`: appended in place. A failed write is one `WriteError` line."""
+    path = Path(path)
+    if mode not in ("w", "a"):
+        raise ValueError(f"mode {mode!r}: 'w' or 'a'")
+    target = _tmp_name(path) if mode == "w" else path
+    try:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with target.open(mode, encoding="utf-8", newline=newline) as handle:
+                yield handle
+            if mode == "w":
+                target.replace(path)
+    except BaseException:
+        if mode == "w":
+            _remove(target)
+        raise
+
+
+def save_tensors(tensors: dict[str, Any], path: Path | str, metadata: dict[str, str] | None = None) -> Path:
+    """`safetensors.torch.save_file`, atomically."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tmp = _tmp_name(path)
+    with writing(path, cleanup=tmp):
+        save_file(tensors, str(tmp), metadata=metadata)
+        tmp.replace(path)
+    return path
+
+
+def save_module(module: Any, path: Path | str) -> Path:
+    """`safetensors.torch.save_model` (shared tensors handled), atomically."""
+    from safetensors.torch import save_model
+
+    path = Path(path)
+    tmp = _tmp_name(path)
+    with writing(path, cleanup=tmp):
+        save_model(module, str(tmp))
+        tmp.replace(path)
+    return path
+
+
+def save_pretrained(obj: Any, directory: Path | str) -> Path:
+    """`obj.save_pretrained(directory)` (a model, tokenizer or config)."""
+    directory = Path(directory)
+    with writing(directory):
+        obj.save_pretrained(directory)
+    return directory
+
+
+def save_figure(fig: Any, path: Path | str, **kwargs: Any) -> Path:
+    """A matplotlib figure, written atomically (the format follows the path's suffix)."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    with writing(path, cleanup=tmp):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
+        tmp.replace(path)
+    return path
+
+
+def fresh_dir(target: Path) -> Path:
+    """An empty temporary directory beside `target`, to be moved into place by `replace_dir`."""
+    tmp = target.with_name(f".tmp-{target.name}")
+    with writing(target, cleanup=tmp):
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    return tmp
+
+
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Move the finished directory `tmp` to `target`, replacing what was there."""
+    old = target.with_name(f".old-{target.name}")
+    with writing(target, cleanup=tmp):
+        if old.exists():
+            shutil.rmtree(old)
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def claim_output_dir(directory: Path | str, overwrite: bool = False) -> dict[str, int]:
+    """Make `directory` ready for mtbio to fill. Files in it that mtbio did not write (not listed in its
+    `.mtbio-output.json`) are refused unless `overwrite`; files an earlier mtbio command wrote there
+    may be replaced. Returns the other files' modification times, for `record_output_dir`."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise MtbioError(f"{directory}: exists and is not a directory")
+    owned = set(owned_files(directory))
+    foreign = sorted(p.name for p in directory.iterdir() if p.name not in owned | {OWNER_FILE}) \
+        if directory.is_dir() else []
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise MtbioError(f"{directory} holds files that mtbio did not write ({shown}); choose an empty or new "
+                         "directory, or pass --overwrite to replace them")
+    ensure_writable(directory / OWNER_FILE)
+    return {name: (directory / name).stat().st_mtime_ns for name in foreign}
+
+
+def owned_files(directory: Path) -> list[str]:
+    """The names an mtbio command recorded as written into `directory`."""
+    path = Path(directory) / OWNER_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return [str(name) for name in record.get("files", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def record_output_dir(directory: Path | str, command: str, before: dict[str, int]) -> None:
+    """Record the files `command` wrote into `directory` (all but those of `before`, the claim's
+    snapshot, left untouched), for the next `claim_output_dir`."""
+    directory = Path(directory)
+    names = sorted(p.name for p in directory.iterdir()
+                   if p.name != OWNER_FILE and before.get(p.name) != p.stat().st_mtime_ns)
+    write_json(directory / OWNER_FILE, {"command": command, "files": names})
