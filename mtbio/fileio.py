@@ -48,6 +48,8 @@ def reason_of(exc: BaseException) -> str:
     """A short, plain reason for a failed write (safetensors reports the OS error inside its text)."""
     if isinstance(exc, OSError) and exc.errno in _REASONS:
         return _REASONS[exc.errno]
+    if isinstance(exc, FileExistsError) and exc.filename and not Path(exc.filename).is_dir():
+        return _REASONS[errno.ENOTDIR]  # mkdir -p met a file on the way
     text = str(exc)
     if "No space left" in text or "StorageFull" in text:
         return _REASONS[errno.ENOSPC]

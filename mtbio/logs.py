@@ -71,7 +71,7 @@ class RunLogHandler(logging.Handler):
 
     def attach(self, path: Path) -> None:
         """Start writing to `path` (appending: a resumed run continues its log), pending lines first."""
-        self._stream = path.open("a", encoding="utf-8")
+        self._stream = path.open("a", encoding="utf-8")  # an OSError here is the caller's to report
         self._stream.writelines(line + "\n" for line in self._pending)
         self._stream.flush()
         self._pending = []
@@ -84,6 +84,8 @@ class RunLogHandler(logging.Handler):
             else:
                 self._stream.write(line + "\n")
                 self._stream.flush()
+        except OSError:  # a full or read-only disk: the run says so itself where it writes; run.log stops here
+            self.close()
         except Exception:  # noqa: BLE001 (logging must never raise)
             self.handleError(record)
 

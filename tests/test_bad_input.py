@@ -90,7 +90,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_encoder: str) -> Pat
     (b"first input\n\nthird input\n", r"inputs.txt:2: empty line; remove it"),
     (b"   \n", r"inputs.txt:1: empty line"),
     (b"", r"inputs.txt: no inputs \(the file is empty\)"),
-    (b"ok\ncaf\xe9\n", r"inputs.txt:2: not valid UTF-8; re-encode the file as UTF-8"),
+    (b"ok\ncaf\xe9\n", r"inputs.txt:2: not valid UTF-8 .*re-encode the file as UTF-8"),
 ])
 def test_bad_predict_input_is_one_clear_line(content: bytes, expect: str, tmp_path: Path, tiny_run: Path) -> None:
     inputs = tmp_path / "inputs.txt"

@@ -2,7 +2,6 @@
 pickled run directories. Everything on the packaged demo data with the tiny encoder."""
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import pickle
@@ -61,31 +60,6 @@ def test_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path: Path, t
         torch.testing.assert_close(value, expected[key], rtol=1e-5, atol=1e-6)
 
 
-def test_full_disk_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path, tiny_encoder: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    real_save = ckpt.save_model
-    calls = {"n": 0}
-
-    def save_until_full(model: torch.nn.Module, filename: str) -> None:
-        calls["n"] += 1
-        if calls["n"] > 1:
-            raise OSError(errno.ENOSPC, "No space left on device", filename)
-        real_save(model, filename)
-
-    monkeypatch.setattr(ckpt, "save_model", save_until_full)
-    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-ner,demo-relation", "--task-defs", SAMPLE_DEFS,
-                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--output",
-                                       str(tmp_path / "run"), "--max-steps", "4", "--save-every", "2",
-                                       "--batch-size", "8", "--max-train-examples", "32", "--max-length", "48"])
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
-    assert "could not write checkpoint" in line and "No space left on device" in line and "intact" in line
-    checkpoints = tmp_path / "run" / "checkpoints"
-    assert [p.name for p in checkpoints.iterdir()] == ["step-00000002"]  # no half-written one left behind
-    assert ckpt.verify_checkpoint(checkpoints / "step-00000002") is None
-
-
 def test_unwritable_output_fails_clearly(tmp_path: Path, tiny_encoder: str) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory\n")
@@ -93,7 +67,7 @@ def test_unwritable_output_fails_clearly(tmp_path: Path, tiny_encoder: str) -> N
                                        "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder,
                                        "--output", str(blocker / "run"), "--max-steps", "1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"error: cannot write the run directory {blocker / 'run'}" in result.output
+    assert f"error: cannot write {blocker / 'run'}: a part of the path is a file" in result.output
 
 
 @pytest.fixture

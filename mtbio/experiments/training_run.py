@@ -31,7 +31,8 @@ from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import RunConfig, save_config
+from mtbio.training.checkpoint import list_checkpoints
+from mtbio.training.config import RunConfig, fixed_on_resume, save_config
 from mtbio.training.results import write_results
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
@@ -47,10 +48,46 @@ def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
                       pooling=task.pooling)
 
 
+SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step
+
+
 def check_run_dir(run_dir: Path, resume: bool) -> None:
-    """Refuse to silently overwrite a finished or interrupted run."""
-    if run_dir.exists() and any(run_dir.iterdir()) and not resume:
+    """Refuse to silently overwrite a finished or interrupted run. A directory holding only what a run
+    writes before its first step (a run that failed while starting) is not a run: it is reused."""
+    if not run_dir.exists() or resume:
+        return
+    present = {p.name for p in run_dir.iterdir()}
+    if present and not (present <= SETUP_FILES and _saved_config(run_dir) is not None):
         raise MtbioError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --output")
+    if present:
+        log.info("%s: replacing the files of a run that stopped before its first step", run_dir)
+
+
+def _saved_config(run_dir: Path) -> dict[str, Any] | None:
+    """The run's config.yaml as written by mtbio (every key a run option), else None."""
+    try:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return saved if isinstance(saved, dict) and set(saved) == set(RunConfig.model_fields) else None
+
+
+def check_resume(run_dir: Path, config: RunConfig) -> None:
+    """Before anything is written: refuse a --resume whose options differ from those the checkpoint
+    was trained with (it would continue with the checkpoint's optimizer, schedule and batch plan while
+    config.yaml recorded the new ones). Run length, evaluation and logging options may change."""
+    if not config.resume or not list_checkpoints(run_dir / "checkpoints"):
+        return
+    saved = _saved_config(run_dir)
+    if saved is None:
+        raise MtbioError(f"{run_dir}: --resume needs the run's config.yaml to check the options against")
+    requested = config.model_dump()
+    for name in fixed_on_resume():
+        if saved[name] != requested[name]:
+            flag = "--" + name.replace("_", "-")
+            raise MtbioError(f"--resume: {flag} is {requested[name]!r} but {run_dir} was trained with "
+                             f"{saved[name]!r}; a resumed run keeps its options (drop {flag}, or give the "
+                             "run's value, or choose another --output)")
 
 
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
@@ -106,6 +143,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
+    check_resume(run_dir, config)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
     tokenizer = load_tokenizer(encoder_source)
@@ -124,15 +162,14 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
-    if accelerator.is_main_process:  # created only once data and model have loaded
+    trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
+                      on_best=lambda m: save_model(m, tokenizer, run_dir), step_hooks=step_hooks)
+    if accelerator.is_main_process:  # created only once data, model and batch plan are ready
         with writing(run_dir, hint="choose a writable --output with free space"):
             make_dir(run_dir)
             log_file.attach(run_dir / "run.log")
             write_task_defs(tasks, run_dir / "tasks")
             save_config(config, run_dir / "config.yaml")
-
-    trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                      on_best=lambda m: save_model(m, tokenizer, run_dir), step_hooks=step_hooks)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
         hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()}
         accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})

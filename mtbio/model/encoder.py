@@ -47,10 +47,29 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def _from_local_dir(loader: Any, directory: Path, **kwargs: Any) -> Any:
+    """A model or tokenizer from a local directory; anything that is not one is a one-line error.
+    Weights only as pickles are refused before any is opened (mtbio never unpickles)."""
+    if not (directory / "config.json").is_file():
+        raise MtbioError(f"encoder '{directory}' is a directory but not a Hugging Face model (no config.json)")
+    pickles = sorted(p.name for pattern in PICKLE_WEIGHTS for p in directory.glob(pattern))
+    if kwargs.get("use_safetensors") and pickles and not any(directory.glob("*.safetensors")):
+        raise MtbioError(f"encoder '{directory}' holds its weights only as pickles ({', '.join(pickles)}); mtbio "
+                         "never unpickles: convert them to safetensors where you trust the file")
+    try:
+        return loader.from_pretrained(str(directory), local_files_only=True, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many types for a broken directory
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise MtbioError(f"encoder '{directory}' could not be loaded ({type(exc).__name__}: {reason})") from None
+
+
 def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
     """Local directory → load; hub name → cache first, then the network, with one clear error."""
     if Path(name).expanduser().is_dir():
-        return loader.from_pretrained(str(Path(name).expanduser()), local_files_only=True, **kwargs)
+        return _from_local_dir(loader, Path(name).expanduser(), **kwargs)
     if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
         raise MtbioError(f"encoder '{name}' is not a directory with a Hugging Face model")
     try:
@@ -85,6 +104,7 @@ def load_encoder(name: str | None = None, **config_overrides: Any) -> Any:
     from transformers import AutoModel
 
     config_overrides.setdefault("dtype", torch.float32)
+    config_overrides.setdefault("use_safetensors", True)  # weights as pickles are never loaded
     return _from_pretrained(AutoModel, resolve_encoder_name(name), **config_overrides)
 
 

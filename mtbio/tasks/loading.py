@@ -23,6 +23,7 @@ from mtbio.tasks.schema import SPLITS, TaskDef, describe_type_error
 _INSTALLED_TASK_DEFS = Path(__file__).resolve().parents[1] / "task_defs"
 BUILTIN_TASK_DEFS = (_INSTALLED_TASK_DEFS if _INSTALLED_TASK_DEFS.is_dir()
                      else Path(__file__).resolve().parents[2] / "task_defs")
+SHIPPED_TASK_DEFS = (BUILTIN_TASK_DEFS.resolve(), Path(__file__).resolve().parents[1])  # + the package's samples
 DOMAINS_FILE = "domains.yml"
 
 
@@ -89,7 +90,19 @@ def load_task_def(path: Path | str) -> TaskDef:
         errors = [TaskDefinitionError(path, name, *_field_and_message(e["loc"], _explain(e))) for e in exc.errors()]
         raise TaskDefinitionErrors(errors) from None
     _check_registered_names(path, task)
+    if any(path.resolve().is_relative_to(shipped) for shipped in SHIPPED_TASK_DEFS):
+        _check_files_stay_inside(path, task)
     return task
+
+
+def _check_files_stay_inside(path: Path, task: TaskDef) -> None:
+    """A shipped definition names files under the data directory only: no absolute path, no `..`.
+    (A user's own definition may point anywhere on purpose.)"""
+    for split, value in task.files.items():
+        for name in [value] if isinstance(value, str) else list(value):
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise TaskDefinitionError(path, task.name, f"files.{split}", f"'{name}' leaves the data directory; "
+                                          "a shipped definition names files relative to it")
 
 
 def _explain(error: dict) -> str:

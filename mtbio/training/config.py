@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mtbio.data.mixer import MIXERS
 from mtbio.errors import MtbioError
@@ -18,15 +18,18 @@ FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learn
 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
-           comma: bool = False, envvar: str | None = None, shown: str | None = None, **constraints: Any) -> Any:
+           comma: bool = False, envvar: str | None = None, shown: str | None = None, resumable: bool = False,
+           **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
     sweep: pairwise and stilt; seeds: finetune, the sweeps and affinity; stilt; affinity; prune: pairwise). `flag` overrides the flag name
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
-    --help when it is not the field's own default (a default decided by the command).
+    --help when it is not the field's own default (a default decided by the command). `resumable`: a
+    training option that `--resume` may change (run length, evaluation, logging, paths); every other
+    training option must equal the checkpoint's (`fixed_on_resume`).
     """
-    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown}
+    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable}
     if isinstance(default, list):
         return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
     return Field(default, description=help, json_schema_extra=extra, **constraints)
@@ -47,14 +50,14 @@ class RunConfig(BaseModel):
     finetune_heads: Literal["refined", "new"] = option(
         "refined", "Fine-tuning from a refine run: start each task's head from the run's refined head (as MT-DNN "
         "fine-tunes), or from a new one.", group="finetune")
-    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR")
-    output: str | None = option(None, "Run directory to write.", shown="under runs/")
-    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).")
+    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR", resumable=True)
+    output: str | None = option(None, "Run directory to write.", shown="under runs/", resumable=True)
+    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).", resumable=True)
 
-    epochs: int = option(3, "Passes over the training data.", ge=1)
-    max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1)
+    epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
+    max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
     batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
-    eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1)
+    eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1, resumable=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", ge=1)
     lr: float | None = option(None, "Peak learning rate.", shown=f"refine/single-task {REFINE_LR:g}, fine-tune "
                               f"{FINETUNE_LR:g}", gt=0)
@@ -66,7 +69,7 @@ class RunConfig(BaseModel):
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
         "wins over Accelerate's setting (with a warning where they differ).",
         shown="Accelerate's (accelerate config / accelerate launch --mixed_precision), else no")
-    seed: int = option(42, "Seeds the model init, dropout and the mixer.")
+    seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0)
     max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
                                             shown="all", ge=1)
@@ -86,20 +89,20 @@ class RunConfig(BaseModel):
                               "the whole batch's (same training, less padding; 1 = off). Pairs with "
                               "--bucket-window 1.", ge=1)
     compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
-                           "takes a minute or more before the first step).")
+                           "takes a minute or more before the first step).", resumable=True)
 
     report_to: list[str] = option([], "Experiment trackers that also get the run's config and metrics, through "
                                   "Accelerate: tensorboard, wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, "
                                   "swanlab (comma-separated; each needs its package installed, e.g. "
                                   "pip install 'mtbio[tensorboard]'). metrics.jsonl is always written.",
-                                  comma=True, shown="none")
+                                  comma=True, shown="none", resumable=True)
     log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
-                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1)
-    eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1)
-    eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.")
-    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1)
-    resume: bool = option(False, "Continue from the newest complete checkpoint.")
-    skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.")
+                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1, resumable=True)
+    eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
+    eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
+    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True)
+    resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True)
+    skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.", resumable=True)
 
     # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
     freeze_layers: int | None = option(None, "Freeze the embeddings and the lowest K encoder layers.", ge=0)
@@ -111,7 +114,7 @@ class RunConfig(BaseModel):
     no_bias_correction: bool = option(False, "AdamW without Adam's bias correction (the original BERT optimizer).",
                                       flag="--no-bias-correction/--bias-correction")
     patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
-                                  ge=1)
+                                  ge=1, resumable=True)
 
     seeds: int | None = option(None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into "
                                "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3",
@@ -175,8 +178,23 @@ class RunConfig(BaseModel):
             raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
         return name
 
+    @model_validator(mode="after")
+    def _ratio_mixer_options(self) -> "RunConfig":
+        if self.mixer == "ratio" and not self.main_task:
+            raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
+        if self.main_task and self.mixer != "ratio":
+            raise ValueError(f"--main-task applies to --mixer ratio only (the mixer is {self.mixer})")
+        return self
+
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
+
+
+def fixed_on_resume() -> list[str]:
+    """The options a resumed run must keep: every training option not marked `resumable`."""
+    return [name for name, field in RunConfig.model_fields.items()
+            if (field.json_schema_extra or {}).get("group") in ("training", "finetune")
+            and not (field.json_schema_extra or {}).get("resumable")]
 
 
 def read_config_file(path: Path | str) -> dict[str, Any]:

@@ -53,9 +53,12 @@ def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
     """The run's batch plan (mixer strategy, seed, length bucketing) from its config; `packed`
     tasks draw random batches (packing, not bucketing, removes their padding)."""
     windows = {task: 1 if task in packed else config.bucket_window for task in lengths}
-    return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
-                                 temperature=config.temperature, cap=config.temperature_cap,
-                                 main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
+    try:
+        return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
+                                     temperature=config.temperature, cap=config.temperature_cap,
+                                     main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
+    except ValueError as exc:  # options that do not fit these tasks (a main task that is not one of them...)
+        raise MtbioError(f"--mixer {config.mixer}: {exc}") from None
 
 
 def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
@@ -234,7 +237,10 @@ class Trainer:
             while self.state.global_step < self.total_steps and not self.state.stopped_early:
                 self.sampler.set_epoch(self.state.epoch)
                 if self.state.mixer:  # resuming mid-epoch
-                    self.sampler.load_state_dict(self.state.mixer)
+                    try:
+                        self.sampler.load_state_dict(self.state.mixer)
+                    except ValueError as exc:
+                        raise MtbioError(f"--resume: {exc}; resume with the options the run was started with") from None
                     self.state.mixer = {}
                 micro: list[MicroBatch] = []
                 for task, indices in self.sampler:

@@ -18,8 +18,10 @@ class Reader:
 
     `columns` maps each column key the reader accepts to whether it is required; `column_kind`
     says what a column value is ("index" = position, "name" = header/JSON key, "either").
-    `options` maps each `reader_options` key to its Python type(s). `pairs`: every example the
-    reader yields carries a second text (`text_b`), whatever the task's `columns` say.
+    `options` maps each `reader_options` key to its Python type(s); `check_options`, where given,
+    returns (field, message) for option values of the right type that the reader still cannot use.
+    `pairs`: every example the reader yields carries a second text (`text_b`), whatever the task's
+    `columns` say.
     """
 
     name: str
@@ -28,6 +30,7 @@ class Reader:
     column_kind: str = "either"
     options: dict[str, type | tuple[type, ...]] = field(default_factory=dict)
     pairs: bool = False
+    check_options: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
 
     def __call__(self, path: Path, task: TaskDef) -> Iterator[Example]:
         return self.read(path, task)
@@ -43,11 +46,13 @@ def register(
     column_kind: str = "either",
     options: dict[str, type | tuple[type, ...]] | None = None,
     pairs: bool = False,
+    check_options: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None,
 ) -> Callable[[ReadFn], ReadFn]:
     """Register a read function under `name` (the task definition's `format`)."""
 
     def decorator(fn: ReadFn) -> ReadFn:
-        READERS.register(name)(Reader(name, fn, dict(columns or {}), column_kind, dict(options or {}), pairs))
+        READERS.register(name)(Reader(name, fn, dict(columns or {}), column_kind, dict(options or {}), pairs,
+                                      check_options))
         return fn
 
     return decorator
@@ -84,6 +89,8 @@ def reader_problems(task: TaskDef) -> list[tuple[str, str]]:
             problems.append((f"reader_options.{key}", f"format '{reader.name}' has no option '{key}' (accepted: {accepted})"))
         elif not _is_instance(value, reader.options[key]):
             problems.append((f"reader_options.{key}", f"expected {_type_name(reader.options[key])}, got {value!r}"))
+    if reader.check_options is not None and not problems:
+        problems += reader.check_options(task.reader_options)
     return problems
 
 

@@ -31,13 +31,25 @@ TEXT_COLUMNS = {"text": True, "label": True, "text_b": False, "id": False, "grou
 OPTIONS: dict[str, type | tuple[type, ...]] = {"header": bool, "delimiter": str, "quoting": bool, "label_separator": str}
 
 
-@register("tsv", columns=TEXT_COLUMNS, options=OPTIONS)
+def check_options(options: dict[str, object]) -> list[tuple[str, str]]:
+    """Values of the right type that still cannot split a row."""
+    problems = []
+    delimiter = options.get("delimiter")
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n'):
+        problems.append(("reader_options.delimiter", f"must be one character other than a quote or a line break, "
+                         f"got {delimiter!r}"))
+    if options.get("label_separator") == "":
+        problems.append(("reader_options.label_separator", "must not be empty"))
+    return problems
+
+
+@register("tsv", columns=TEXT_COLUMNS, options=OPTIONS, check_options=check_options)
 def read_tsv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Tab-separated rows (BLUE/BLURB style)."""
     return _read(path, task, delimiter="\t", quoting=False)
 
 
-@register("csv", columns=TEXT_COLUMNS, options=OPTIONS)
+@register("csv", columns=TEXT_COLUMNS, options=OPTIONS, check_options=check_options)
 def read_csv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Comma-separated rows with csv quoting."""
     return _read(path, task, delimiter=",", quoting=True)
@@ -75,6 +87,7 @@ def _rows(path: Path, delimiter: str, quoting: bool) -> Rows:
     if not quoting:
         return [(n, line.split(delimiter)) for n, line in iter_lines(path) if line.strip()]
     text = read_text(path).lstrip("\ufeff")
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a long valid field is not malformed
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     rows = []
     start = 1
