@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mtbio.data.in_memory import DatasetTask
     from mtbio.experiments.predict import LoadedRun
 
 
@@ -22,3 +23,13 @@ def load(run_dir: Any, precision: str = "auto") -> "LoadedRun":
     from mtbio.experiments.predict import load_run
 
     return load_run(run_dir, precision)
+
+
+def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str], metric: str,
+                      **fields: Any) -> "DatasetTask":
+    """A `datasets.Dataset`/`DatasetDict` in memory as a task every command trains: its splits are
+    written as parquet with a `format: hf` definition; pass `task.task_defs` and `task.data_dir` to
+    the commands (`--task-defs`, `--data-dir`). See `mtbio.data.in_memory.task_from_dataset`."""
+    from mtbio.data.in_memory import task_from_dataset as make
+
+    return make(dataset, name, type, columns, metric, **fields)

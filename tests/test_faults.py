@@ -416,14 +416,14 @@ def test_a_csv_field_longer_than_the_csv_modules_limit_is_read(tmp_path: Path) -
 def test_every_write_goes_through_the_shared_error_mapping() -> None:
     """No module but mtbio/fileio.py calls a write primitive directly (the check the issue asks for)."""
     pattern = (r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]|save_file\(|safetensors.*save_model|"
-               r"\.save_pretrained\(|savefig\(|save_to_disk\(|os\.replace\(|\.rename\(|json\.dump\(|shutil\.(copy|move)")
+               r"\.save_pretrained\(|savefig\(|save_to_disk\(|to_parquet\(|os\.replace\(|\.rename\(|json\.dump\(|shutil\.(copy|move)")
     found = subprocess.run(["grep", "-rnE", pattern, "mtbio", "--include=*.py"], capture_output=True, text=True,
                            cwd=Path(__file__).resolve().parents[1]).stdout.splitlines()
     allowed = ("mtbio/fileio.py:",)
     # inside a `writing` block: lock files (created with O_EXCL), feature-cache entries, run.log, a
     # checkpoint's rename into place
     allowed_lines = ("json.dump(owner_record(), handle)", "dataset.save_to_disk(str(tmp))", "os.replace(tmp, target)",
-                     'self._stream = path.open("a", encoding="utf-8")', "tmp.rename(final)",
+                     'self._stream = path.open("a", encoding="utf-8")', "tmp.rename(final)", "part.to_parquet(str(target))",
                      'with os.fdopen(fd, "w") as handle:')
     stray = [line for line in found if not line.startswith(allowed) and not any(a in line for a in allowed_lines)]
     assert stray == [], "\n".join(stray)

@@ -18,7 +18,7 @@ from typing import NoReturn
 from mtbio.data.example import Example, Label
 from mtbio.data.readers import READERS
 from mtbio.errors import DataFormatError, MissingDataError, MtbioError
-from mtbio.tasks.loading import split_paths
+from mtbio.tasks.loading import is_dataset_split, split_paths
 from mtbio.tasks.schema import SPLITS, DerivedSplit, TaskDef
 
 
@@ -52,14 +52,14 @@ def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
     data_dir = Path(data_dir)
     if task.derived_split is not None:
         paths = split_paths(task, "train", data_dir)
-        if not paths or any(not p.exists() for p in paths):
+        if not paths or any(not p.exists() and not is_dataset_split(p) for p in paths):
             return {}
         counts = Counter(derived_split_of(ex, task.derived_split) for ex in _read_files(task, paths))
         return {s: counts.get(s, 0) for s in SPLITS}
     sizes = {}
     for split in task.has_splits:
         paths = split_paths(task, split, data_dir)
-        if paths and all(p.exists() for p in paths):
+        if paths and all(p.exists() or is_dataset_split(p) for p in paths):
             sizes[split] = len(_read_files(task, paths))
     return sizes
 
@@ -83,7 +83,7 @@ def derived_split_of(example: Example, rule: DerivedSplit) -> str:
 
 
 def _require(task: TaskDef, split: str, paths: list[Path]) -> None:
-    missing = [p for p in paths if not p.exists()]
+    missing = [p for p in paths if not p.exists() and not is_dataset_split(p)]
     if missing:
         hint = f"; {task.access}" if task.access else ""
         raise MissingDataError(

@@ -14,11 +14,11 @@ import torch
 
 from mtbio.data.collate import collate
 from mtbio.data.example import Example
-from mtbio.data.featurize import featurize, featurize_cached, file_fingerprint
+from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, file_fingerprint
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
-from mtbio.tasks.loading import require_data, split_paths
+from mtbio.tasks.loading import is_dataset_split, require_data, split_paths
 from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,10 @@ def load_task_split(
 ) -> SplitData:
     """Read and featurize one split; features are cached on disk keyed by data, task and tokenizer."""
     examples = read_split(task, split, data_dir, max_examples=max_examples)
-    fingerprint = f"{split}|{max_examples}|" + file_fingerprint(split_paths(task, split, data_dir))
+    paths = split_paths(task, split, data_dir)
+    files = [p for p in paths if not is_dataset_split(p)]
+    fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)
+                                                 else examples_fingerprint(examples))
     dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
     data = _to_split(examples, dataset)
     if data.truncated:

@@ -252,6 +252,14 @@ def resolve_data_dir(option: str | Path | None) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+DATASET_SPLIT_PREFIX = "hf:"  # `files` entry naming a split of the dataset in reader_options.path, not a file
+
+
+def is_dataset_split(path: Path) -> bool:
+    """Whether a `files` entry names a dataset split (read by the `hf` format) rather than a file."""
+    return path.name.startswith(DATASET_SPLIT_PREFIX)
+
+
 def split_paths(task: TaskDef, split: str, data_dir: Path) -> list[Path]:
     """The files holding `split` (for derived splits: the files of `all`)."""
     key = "all" if "all" in task.files else split
@@ -267,7 +275,8 @@ def missing_paths(task: TaskDef, data_dir: Path) -> list[Path]:
     paths: list[Path] = []
     for split in ["all", *SPLITS]:
         if split in task.files:
-            paths += [p for p in split_paths(task, split, data_dir) if not p.exists() and p not in paths]
+            paths += [p for p in split_paths(task, split, data_dir)
+                      if not p.exists() and not is_dataset_split(p) and p not in paths]
     return paths
 
 

@@ -25,6 +25,7 @@ from mtbio.data.readers import (  # noqa: E402,F401  (imported for registration)
     chemprot,
     conll,
     delimited,
+    hf,
     hoc,
     jsonl,
     mediqa,

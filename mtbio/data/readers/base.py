@@ -18,8 +18,9 @@ class Reader:
 
     `columns` maps each column key the reader accepts to whether it is required; `column_kind`
     says what a column value is ("index" = position, "name" = header/JSON key, "either").
-    `options` maps each `reader_options` key to its Python type(s); `check_options`, where given,
-    returns (field, message) for option values of the right type that the reader still cannot use.
+    `options` maps each `reader_options` key to its Python type(s); `check`, where given, returns
+    (field, message) for a definition whose fields have the right types but that the reader still
+    cannot use (an option value, a column the chosen options need).
     `pairs`: every example the reader yields carries a second text (`text_b`), whatever the task's
     `columns` say.
     """
@@ -30,7 +31,7 @@ class Reader:
     column_kind: str = "either"
     options: dict[str, type | tuple[type, ...]] = field(default_factory=dict)
     pairs: bool = False
-    check_options: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+    check: Callable[[TaskDef], list[tuple[str, str]]] | None = None
 
     def __call__(self, path: Path, task: TaskDef) -> Iterator[Example]:
         return self.read(path, task)
@@ -46,13 +47,13 @@ def register(
     column_kind: str = "either",
     options: dict[str, type | tuple[type, ...]] | None = None,
     pairs: bool = False,
-    check_options: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None,
+    check: Callable[[TaskDef], list[tuple[str, str]]] | None = None,
 ) -> Callable[[ReadFn], ReadFn]:
     """Register a read function under `name` (the task definition's `format`)."""
 
     def decorator(fn: ReadFn) -> ReadFn:
         READERS.register(name)(Reader(name, fn, dict(columns or {}), column_kind, dict(options or {}), pairs,
-                                      check_options))
+                                      check))
         return fn
 
     return decorator
@@ -89,8 +90,8 @@ def reader_problems(task: TaskDef) -> list[tuple[str, str]]:
             problems.append((f"reader_options.{key}", f"format '{reader.name}' has no option '{key}' (accepted: {accepted})"))
         elif not _is_instance(value, reader.options[key]):
             problems.append((f"reader_options.{key}", f"expected {_type_name(reader.options[key])}, got {value!r}"))
-    if reader.check_options is not None and not problems:
-        problems += reader.check_options(task.reader_options)
+    if reader.check is not None and not problems:
+        problems += reader.check(task)
     return problems
 
 

@@ -31,8 +31,9 @@ TEXT_COLUMNS = {"text": True, "label": True, "text_b": False, "id": False, "grou
 OPTIONS: dict[str, type | tuple[type, ...]] = {"header": bool, "delimiter": str, "quoting": bool, "label_separator": str}
 
 
-def check_options(options: dict[str, object]) -> list[tuple[str, str]]:
-    """Values of the right type that still cannot split a row."""
+def check_options(task: TaskDef) -> list[tuple[str, str]]:
+    """Option values of the right type that still cannot split a row."""
+    options = task.reader_options
     problems = []
     delimiter = options.get("delimiter")
     if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n'):
@@ -43,13 +44,13 @@ def check_options(options: dict[str, object]) -> list[tuple[str, str]]:
     return problems
 
 
-@register("tsv", columns=TEXT_COLUMNS, options=OPTIONS, check_options=check_options)
+@register("tsv", columns=TEXT_COLUMNS, options=OPTIONS, check=check_options)
 def read_tsv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Tab-separated rows (BLUE/BLURB style)."""
     return _read(path, task, delimiter="\t", quoting=False)
 
 
-@register("csv", columns=TEXT_COLUMNS, options=OPTIONS, check_options=check_options)
+@register("csv", columns=TEXT_COLUMNS, options=OPTIONS, check=check_options)
 def read_csv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Comma-separated rows with csv quoting."""
     return _read(path, task, delimiter=",", quoting=True)
