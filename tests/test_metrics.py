@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from mtbio.errors import MtbioError
-from mtbio.evaluation.metrics import METRICS, primary_score, score_task
+from mtbio.evaluation.metrics import METRICS, metric_scale, metric_sign, score_task, selection_score
 from mtbio.tasks.schema import TaskDef
 
 
@@ -197,7 +197,14 @@ def test_score_task_returns_primary_and_extras() -> None:
     scores = score_task(task, REL_GOLD, REL_PRED)
     assert list(scores) == ["micro_f1", "macro_f1", "accuracy"]
     assert scores == pytest.approx({"micro_f1": 4 / 7, "macro_f1": 7 / 12, "accuracy": 4 / 6})
-    assert primary_score(task, scores) == pytest.approx(4 / 7)
+    assert selection_score(task, scores) == pytest.approx(4 / 7)
+
+
+def test_metrics_carry_their_direction_and_scale() -> None:
+    assert (metric_sign("mse"), metric_scale("mse")) == (-1.0, 1.0)
+    assert all(metric_sign(m) == 1.0 and metric_scale(m) == 100.0 for m in METRICS.names() if m != "mse")
+    task = make_task("regression", metric="mse")
+    assert selection_score(task, {"mse": 0.25}) > selection_score(task, {"mse": 0.5})  # less error is better
 
 
 def test_trivial_scores_are_the_majority_class_and_all_o() -> None:

@@ -394,3 +394,27 @@ def test_results_json_has_one_writer_and_reader(tmp_path: Path) -> None:
         (tmp_path / "results.json").write_text(broken)
         with pytest.raises(MtbioError, match=f"{path}: unreadable"):
             read_results(tmp_path)
+
+
+def test_a_lower_is_better_metric_keeps_its_best_checkpoint(tmp_path: Path, tiny_encoder: str) -> None:
+    """Model selection reads the metric's direction: a task scored by mse keeps its lowest-error weights."""
+    import yaml
+
+    from mtbio.experiments.demo import SAMPLE_DIR
+    from mtbio.experiments.finetune import finetune
+    from mtbio.training.config import RunConfig
+
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    sts = yaml.safe_load((SAMPLE_DIR / "task_defs" / "demo-sts.yml").read_text())
+    (defs / "demo-sts.yml").write_text(yaml.safe_dump({**sts, "metric": "mse", "extra_metrics": []}))
+    finetune(RunConfig(tasks=["demo-sts"], task_defs=[str(defs)], data_dir=str(SAMPLE_DIR), encoder=tiny_encoder,
+                       output=str(tmp_path / "run"), max_steps=8, eval_every=1, batch_size=8, lr=1e-3,
+                       max_length=48, seed=3))
+    run = next(p.parent for p in (tmp_path / "run").rglob("results.json"))
+    evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    mse = {e["step"]: e["scores"]["demo-sts"]["mse"] for e in evals if e.get("split") == "dev"}
+    assert len(set(mse.values())) > 1
+    results = json.loads((run / "results.json").read_text())
+    assert results["best_step"] == min(mse, key=mse.get)
+    assert results["dev"]["demo-sts"]["mse"] == min(mse.values())

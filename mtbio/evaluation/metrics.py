@@ -2,13 +2,15 @@
 
 Every metric has the signature `fn(gold, pred, task, groups=None) -> float` and sees labels as
 `mtbio.data.example` defines them (classification: str; multilabel: list of positive labels;
-tagging: list of tags per word; regression: float), never ids or tensors. Higher is better for
-every metric except mse. `score_task` computes a task's primary metric and its extra metrics;
-`primary_score` reads the primary one back.
+tagging: list of tags per word; regression: float), never ids or tensors. A metric is registered
+with its direction and display scale (`register_metric`): model selection, early stopping,
+verdicts, tables and plots read them from here (`metric_sign`, `metric_scale`, `selection_score`).
+`score_task` computes a task's primary metric and its extra metrics.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,7 +28,42 @@ from mtbio.tasks.schema import TaskDef
 Groups = Sequence[str | None]
 MetricFn = Callable[[Sequence[Label], Sequence[Label], TaskDef, Groups | None], float]
 
-METRICS: Registry[MetricFn] = Registry("metric")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A registered metric: the function, whether higher is better, and the factor tables show it by."""
+
+    name: str
+    fn: MetricFn
+    higher_is_better: bool = True
+    scale: float = 100.0
+
+    def __call__(self, gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
+                 groups: Groups | None = None) -> float:
+        return self.fn(gold, pred, task, groups)
+
+
+METRICS: Registry[Metric] = Registry("metric")
+
+
+def register_metric(name: str, higher_is_better: bool = True, scale: float = 100.0) -> Callable[[MetricFn], MetricFn]:
+    """Register a metric function under `name` (a task definition's `metric`) with its direction and scale."""
+    def decorator(fn: MetricFn) -> MetricFn:
+        METRICS.register(name)(Metric(name, fn, higher_is_better, scale))
+        return fn
+
+    return decorator
+
+
+def metric_sign(name: str) -> float:
+    """+1 when higher is better, −1 when lower is (so sign × score is always higher-is-better)."""
+    return 1.0 if METRICS.get(name).higher_is_better else -1.0
+
+
+def metric_scale(name: str) -> float:
+    """The factor tables show the metric by (×100 for scores in [0, 1], ×1 for errors such as mse)."""
+    return METRICS.get(name).scale
 
 
 def score_task(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label],
@@ -36,9 +73,9 @@ def score_task(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label],
     return {name: METRICS.get(name)(gold, pred, task, groups) for name in names}
 
 
-def primary_score(task: TaskDef, scores: Mapping[str, float]) -> float:
-    """The primary metric's value in a `score_task` result (the one used for model selection)."""
-    return scores[task.metric]
+def selection_score(task: TaskDef, scores: Mapping[str, float]) -> float:
+    """The primary metric of a `score_task` result, signed so that higher is better (model selection)."""
+    return metric_sign(task.metric) * scores[task.metric]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -83,21 +120,21 @@ def _is_constant(x: np.ndarray) -> bool:
     return len(x) < 2 or bool(np.all(x == x[0]))
 
 
-@METRICS.register("pearson")
+@register_metric("pearson")
 def pearson(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Pearson r. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
     g, p = _regression_arrays(gold, pred, task, "pearson")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(pearsonr(g, p)[0])
 
 
-@METRICS.register("spearman")
+@register_metric("spearman")
 def spearman(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Spearman rho. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
     g, p = _regression_arrays(gold, pred, task, "spearman")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(spearmanr(g, p)[0])
 
 
-@METRICS.register("mse")
+@register_metric("mse", higher_is_better=False, scale=1.0)
 def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Mean squared error (lower is better)."""
     g, p = _regression_arrays(gold, pred, task, "mse")
@@ -108,7 +145,7 @@ def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Gro
 # Single-label classification
 
 
-@METRICS.register("accuracy")
+@register_metric("accuracy")
 def accuracy(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Fraction of examples whose prediction equals the gold label.
 
@@ -135,7 +172,7 @@ def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskD
     return float(f1_score(list(gold), list(pred), labels=positives, average=average, zero_division=0))
 
 
-@METRICS.register("micro_f1")
+@register_metric("micro_f1")
 def micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Micro F1 over the positive classes: every label except `task.negative_label`.
 
@@ -146,7 +183,7 @@ def micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups
     return _classification_f1(gold, pred, task, "micro_f1", "micro")
 
 
-@METRICS.register("macro_f1")
+@register_metric("macro_f1")
 def macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Mean of per-class F1 over the positive classes that occur in gold or pred (sklearn's rule).
 
@@ -172,7 +209,7 @@ def _set_micro_f1(gold: list[set[str]], pred: list[set[str]]) -> float:
     return _f1(tp, fp, fn)
 
 
-@METRICS.register("multilabel_micro_f1")
+@register_metric("multilabel_micro_f1")
 def multilabel_micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                         groups: Groups | None = None) -> float:
     """Micro F1 over all (example, label) decisions; `task.negative_label`, if listed, is ignored."""
@@ -180,7 +217,7 @@ def multilabel_micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: Task
     return _set_micro_f1(_label_sets(gold, task, "gold labels"), _label_sets(pred, task, "predictions"))
 
 
-@METRICS.register("hoc_f1")
+@register_metric("hoc_f1")
 def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """BLURB HoC score: micro F1 over (abstract, hallmark) decisions after pooling sentences.
 
@@ -220,7 +257,7 @@ def _tag_sequences(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
     return [list(g) for g in gold], [list(p) for p in pred]  # type: ignore[arg-type]
 
 
-@METRICS.register("entity_f1")
+@register_metric("entity_f1")
 def entity_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Entity-level micro F1 (seqeval): an entity counts only if its type and both boundaries match.
 
@@ -240,7 +277,7 @@ def _tag_type(tag: str) -> str | None:
     return tag[2:] if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIES" else tag
 
 
-@METRICS.register("token_macro_f1")
+@register_metric("token_macro_f1")
 def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                    groups: Groups | None = None) -> float:
     """BLURB EBM PICO score: word-level F1 per element type, macro-averaged over the types.

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
-from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, Scores, compare, metric_sign, summary
+from mtbio.evaluation.metrics import metric_sign
+from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, Scores, compare, summary
 
 
 

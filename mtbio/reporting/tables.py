@@ -29,13 +29,13 @@ import yaml
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.fileio import open_for_write
-from mtbio.reporting.verdicts import compare, metric_sign
+from mtbio.evaluation.metrics import metric_scale, metric_sign
+from mtbio.reporting.verdicts import compare
 from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",
                   "document": "Document classification", "qa": "Question answering", "nli": "NLI", "other": "Other"}
-UNSCALED_METRICS = ("mse",)  # shown as is; every other metric is shown ×100
 
 
 @dataclass
@@ -302,7 +302,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     for row in report["rows"]:
         kind = CATEGORY_NAMES.get(row["category"], row["category"]) if row["category"] != previous else ""
         previous = row["category"]
-        scale = 1.0 if row["metric"] in UNSCALED_METRICS else 100.0
+        scale = metric_scale(row["metric"])
         near = [_near_trivial(c, row) for c in row["cells"]]
         unlearned = unlearned or any(near)
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]

@@ -68,8 +68,3 @@ def compare(with_scores: Scores, alone: Scores, sign: float, alpha: float, min_d
     return {"delta": evidence.mean, "sd": evidence.sd, "p_value": evidence.p_value, "verdict": evidence.verdict,
             "n_seeds": evidence.n, "score": summary({s: with_scores[s] for s in seeds}),
             "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
-
-
-def metric_sign(metric: str) -> float:
-    """+1 where higher is better; mse is the one metric where lower is better."""
-    return -1.0 if metric == "mse" else 1.0

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from mtbio.data.mixer import MultiTaskBatchSampler
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
-from mtbio.evaluation.metrics import score_task
+from mtbio.evaluation.metrics import score_task, selection_score
 from mtbio.fileio import open_for_write
 from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
@@ -359,7 +359,7 @@ class Trainer:
         """
         self.read_losses()
         scores = self.evaluate("dev")
-        primary = [scores[t][self.data[t].task.metric] for t in scores]
+        primary = [selection_score(self.data[t].task, scores[t]) for t in scores]  # signed: higher is better
         selection = sum(primary) / len(primary) if primary else -self.state.global_step
         improved = selection > self.state.best_score
         if improved:
