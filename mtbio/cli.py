@@ -63,6 +63,36 @@ def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, .
     click.echo(tasks_table(resolve_data_dir(data_dir), domain, task_defs))
 
 
+@tasks.command("baselines")
+@click.option("--tasks", "task_names", help="Comma-separated task names or aliases.")
+@click.option("--domain", help="A named group of tasks (domains.yml).")
+@click.option("--task-defs", multiple=True, help="Extra directory of task definitions (repeatable).")
+@click.option("--data-dir", help="Where the datasets live (default: MTBIO_DATA_DIR).")
+@click.option("--encoder", help="HF model name or local directory (default: the packaged MiniLM-L6).")
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
+@click.option("--max-train-examples", type=click.IntRange(min=1), help="Cap on the training examples the fitted "
+              "baselines see (default: all).")
+@click.option("--output", type=click.Path(dir_okay=False), help="Also write the table as JSON.")
+def tasks_baselines(task_names: str | None, domain: str | None, task_defs: tuple[str, ...], data_dir: str | None,
+                    encoder: str | None, split: str, max_train_examples: int | None, output: str | None) -> None:
+    """Each task's score before any training: trivial, the encoder's embedding cosine (pair tasks) and a
+    linear probe on its frozen embeddings."""
+    from mtbio.experiments.baselines import format_table, no_training_table
+    from mtbio.fileio import ensure_writable, write_json
+    from mtbio.training.config import build_config
+
+    config = build_config({}, {"tasks": task_names.split(",") if task_names else [], "domain": domain,
+                               "task_defs": list(task_defs), "data_dir": data_dir, "encoder": encoder,
+                               "max_train_examples": max_train_examples})
+    if output:
+        ensure_writable(output)
+    table = no_training_table(config, split)
+    click.echo(format_table(table))
+    if output:
+        write_json(output, table)
+        click.echo(f"written: {output}")
+
+
 @tasks.command("check")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--data-dir", help="Where the datasets live (default: MTBIO_DATA_DIR).")

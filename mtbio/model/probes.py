@@ -1,0 +1,104 @@
+"""No-training baselines: what an encoder scores on a task before any fine-tuning. A fine-tuned score
+means something only beside these (and the trivial score).
+
+- `cosine-mean`, `cosine-cls` (pair tasks): the two texts encoded separately, pooled (mean over
+  tokens, or [CLS]), their cosine the one feature of a model fitted on the training split: a
+  linear regression for regression tasks (Pearson and Spearman are those of the raw cosine when the
+  fitted slope is positive), a logistic regression for classification.
+- `probe` (classification, multi-label, regression; single texts and pairs): a linear model
+  (logistic regression, one per label for multi-label; ridge for regression) on frozen mean-pooled
+  embeddings of the input (a pair encoded together, as the fine-tuned heads see it).
+
+Tagging tasks have no baseline here yet (a token-level probe).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from mtbio.data.example import Example, Label
+from mtbio.data.readers import is_pair_task
+from mtbio.evaluation.metrics import score_task
+from mtbio.tasks.schema import TaskDef
+
+POOLINGS = ("mean", "cls")
+
+
+@torch.no_grad()
+def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
+          pooling: str = "mean", max_length: int = 128, batch_size: int = 64) -> np.ndarray:
+    """Pooled last-layer embeddings (float64), one row per text (or text pair)."""
+    encoder.eval()
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        pair = list(texts_b[start:start + batch_size]) if texts_b is not None else None
+        inputs = tokenizer(list(texts[start:start + batch_size]), pair, padding=True, truncation=True,
+                           max_length=max_length, return_tensors="pt")
+        hidden = encoder(**inputs).last_hidden_state.float()
+        if pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        rows.append(pooled.double().numpy())
+    return np.concatenate(rows) if rows else np.zeros((0, int(encoder.config.hidden_size)))
+
+
+def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], pooling: str, max_length: int) -> np.ndarray:
+    """cos(embed(text), embed(text_b)) per pair example, the two texts encoded separately."""
+    a = embed(encoder, tokenizer, [ex.text or "" for ex in examples], pooling=pooling, max_length=max_length)
+    b = embed(encoder, tokenizer, [ex.text_b or "" for ex in examples], pooling=pooling, max_length=max_length)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return (a * b).sum(1) / np.where(norms > 0, norms, 1.0)
+
+
+def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
+    """A linear model fitted on (train_x, train_y), its predictions for `x` in the task's label space."""
+    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+
+    if task.type == "regression":
+        model = LinearRegression() if train_x.shape[1] == 1 else Ridge(alpha=1.0)
+        return [float(v) for v in model.fit(train_x, [float(y) for y in train_y]).predict(x)]  # type: ignore[arg-type]
+    if task.type == "multilabel":
+        out: list[list[str]] = [[] for _ in range(len(x))]
+        for name in task.label_list:
+            target = np.array([name in (y or []) for y in train_y])  # type: ignore[operator]
+            if target.all() or not target.any():  # a label always (never) present: predicted always (never)
+                hits = np.full(len(x), bool(target.all()))
+            else:
+                hits = LogisticRegression(max_iter=2000).fit(train_x, target).predict(x)
+            for i in np.flatnonzero(hits):
+                out[i].append(name)
+        return out  # type: ignore[return-value]
+    labels = [str(y) for y in train_y]
+    if len(set(labels)) == 1:
+        return [labels[0]] * len(x)
+    return [str(p) for p in LogisticRegression(max_iter=2000).fit(train_x, labels).predict(x)]
+
+
+def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
+                       scored: Sequence[Example], max_length: int | None = None) -> dict[str, dict[str, float]]:
+    """{baseline name: `score_task` result on `scored`} for every baseline the task has."""
+    if task.type == "tagging":
+        return {}
+    length = max_length or task.max_length
+    gold, groups = [ex.label for ex in scored], [ex.group for ex in scored]
+    results: dict[str, dict[str, float]] = {}
+    if is_pair_task(task):
+        for pooling in POOLINGS:
+            fit_x = cosines(encoder, tokenizer, train, pooling, length)[:, None]
+            x = cosines(encoder, tokenizer, scored, pooling, length)[:, None]
+            results[f"cosine-{pooling}"] = score_task(task, gold, fit_predict(task, fit_x, [e.label for e in train], x),
+                                                      groups)
+    pair = is_pair_task(task)
+
+    def features(examples: Sequence[Example]) -> np.ndarray:
+        return embed(encoder, tokenizer, [ex.text or "" for ex in examples],
+                     [ex.text_b or "" for ex in examples] if pair else None, max_length=length)
+
+    results["probe"] = score_task(task, gold, fit_predict(task, features(train), [e.label for e in train],
+                                                          features(scored)), groups)
+    return results

@@ -1,0 +1,102 @@
+"""No-training baselines (issue 36, item 2): the embedding cosine and the linear probe against values
+computed here independently, a case whose answer is known, and the command on real data."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import pearsonr
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from transformers import AutoModel, AutoTokenizer
+
+from mtbio.data.loading import read_split
+from mtbio.experiments.demo import SAMPLE_DIR
+from mtbio.model.probes import cosines, embed, no_training_scores
+from mtbio.tasks.loading import load_task_def
+
+DEFS = SAMPLE_DIR / "task_defs"
+
+
+def _mean_pooled(model: AutoModel, tokenizer: AutoTokenizer, texts: list[str], texts_b: list[str] | None = None
+                 ) -> np.ndarray:
+    out = []
+    with torch.no_grad():
+        for i, text in enumerate(texts):  # one at a time: no padding at all
+            enc = tokenizer(text, texts_b[i] if texts_b else None, truncation=True, max_length=64, return_tensors="pt")
+            out.append(model(**enc).last_hidden_state[0].double().mean(0).numpy())
+    return np.stack(out)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_encoder: str) -> tuple[AutoModel, AutoTokenizer]:
+    return AutoModel.from_pretrained(tiny_encoder).eval(), AutoTokenizer.from_pretrained(tiny_encoder)
+
+
+def test_the_cosine_baseline_of_a_similarity_task(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    model, tokenizer = tiny
+    task = load_task_def(DEFS / "demo-sts.yml")
+    train, dev = read_split(task, "train", SAMPLE_DIR), read_split(task, "dev", SAMPLE_DIR)
+    scores = no_training_scores(task, model, tokenizer, train, dev, max_length=64)
+
+    def cos(examples: list) -> np.ndarray:
+        a = _mean_pooled(model, tokenizer, [e.text for e in examples])
+        b = _mean_pooled(model, tokenizer, [e.text_b for e in examples])
+        return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+    fit = LinearRegression().fit(cos(train)[:, None], [e.label for e in train])
+    expected = pearsonr(fit.predict(cos(dev)[:, None]), [e.label for e in dev])[0]
+    assert scores["cosine-mean"]["pearson"] == pytest.approx(expected, abs=1e-6)
+    assert set(scores) == {"cosine-mean", "cosine-cls", "probe"}
+
+
+def test_the_linear_probe_of_a_pair_classification_task(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    model, tokenizer = tiny
+    task = load_task_def(DEFS / "demo-nli.yml")
+    train, dev = read_split(task, "train", SAMPLE_DIR), read_split(task, "dev", SAMPLE_DIR)
+    scores = no_training_scores(task, model, tokenizer, train, dev, max_length=64)
+    x_train = _mean_pooled(model, tokenizer, [e.text for e in train], [e.text_b for e in train])
+    x_dev = _mean_pooled(model, tokenizer, [e.text for e in dev], [e.text_b for e in dev])
+    predicted = LogisticRegression(max_iter=2000).fit(x_train, [e.label for e in train]).predict(x_dev)
+    expected = float(np.mean([p == e.label for p, e in zip(predicted, dev)]))
+    # the features agree to float32 noise (batched with padding vs one at a time); that noise may move
+    # an example that sits on the fitted boundary, so the accuracies agree to one example
+    features = embed(model, tokenizer, [e.text for e in dev], [e.text_b for e in dev], max_length=64)
+    assert np.abs(features - x_dev).max() < 1e-6
+    assert task.metric == "accuracy" and abs(scores["probe"]["accuracy"] - expected) <= 1 / len(dev) + 1e-12
+
+
+def test_a_similarity_the_cosine_explains_exactly_scores_one(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    from mtbio.data.example import Example
+
+    model, tokenizer = tiny
+    task = load_task_def(DEFS / "demo-sts.yml")
+    pairs = [("aspirin causes rash", "rash after aspirin"), ("no finding", "heparin given"),
+             ("fever and cough", "cough with fever"), ("insulin started", "statin stopped"),
+             ("pain in the knee", "knee pain"), ("edema noted", "nausea today")]
+    unlabelled = [Example(str(i), None, text=a, text_b=b) for i, (a, b) in enumerate(pairs)]
+    truth = cosines(model, tokenizer, unlabelled, "mean", 64)
+    examples = [Example(str(i), float(5 * c), text=a, text_b=b) for i, ((a, b), c) in enumerate(zip(pairs, truth))]
+    scores = no_training_scores(task, model, tokenizer, examples, examples, max_length=64)
+    assert scores["cosine-mean"]["pearson"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_tagging_tasks_have_no_baseline_yet(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    task = load_task_def(DEFS / "demo-ner.yml")
+    assert no_training_scores(task, *tiny, [], []) == {}
+
+
+def test_the_command_on_real_pairs(data_dir: Path, tiny_encoder: str, tmp_path: Path) -> None:
+    out = tmp_path / "baselines.json"
+    done = subprocess.run([sys.executable, "-m", "mtbio", "tasks", "baselines", "--tasks", "mqp", "--data-dir",
+                           str(data_dir), "--encoder", tiny_encoder, "--max-train-examples", "60", "--output",
+                           str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["task"] == "mqp" and row["train_examples"] == 60 and row["trivial"] == pytest.approx(0.5, abs=0.05)
+    assert all(0.0 <= row[k] <= 1.0 for k in ("cosine-mean", "cosine-cls", "probe"))
+    assert "cosine-mean" in done.stdout and "mqp" in done.stdout
