@@ -18,10 +18,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from mtbio.data.example import Example, Label
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import score_task
+from mtbio.logs import bars_enabled
+from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
 from mtbio.tasks.schema import TaskDef
 
 POOLINGS = ("mean", "cls")
@@ -33,6 +36,8 @@ def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[
     """Pooled last-layer embeddings (float64), one row per text (or text pair)."""
     encoder.eval()
     rows = []
+    bar = tqdm(total=len(texts), desc="embed", unit="ex", leave=False, dynamic_ncols=True,
+               disable=not bars_enabled() or len(texts) <= PROGRESS_MIN_EXAMPLES)
     for start in range(0, len(texts), batch_size):
         pair = list(texts_b[start:start + batch_size]) if texts_b is not None else None
         inputs = tokenizer(list(texts[start:start + batch_size]), pair, padding=True, truncation=True,
@@ -44,6 +49,8 @@ def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[
             mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         rows.append(pooled.double().numpy())
+        bar.update(len(pooled))
+    bar.close()
     return np.concatenate(rows) if rows else np.zeros((0, int(encoder.config.hidden_size)))
 
 
