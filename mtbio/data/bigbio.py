@@ -9,9 +9,10 @@
     bigbio_qa     question, context, answer → classification (yes/no/maybe): text_b = the context
 
 Tagging (bigbio_kb). Entity offsets are document offsets, as are the passages'. Words are `\\w+|[^\\w\\s]`
-(`word_split: punctuation`, default) or whitespace-separated (`whitespace`). An entity's type goes
-through `label_map`; it is kept when its type, before or after the map, is in `entity_types` (default:
-the task's entity types). Decisions, each counted in one info line per split:
+(`word_split: punctuation`, default) or whitespace-separated (`whitespace`). Tags carry the dataset's
+entity types; the task's `label_map` (tag → tag) applies afterwards, as for every reader. The entities
+kept are those of `entity_types`, by default those whose tags (after `label_map`) are the task's tags.
+Decisions, each counted in one info line per split:
 * a word is tagged when an entity fragment covers its first character; a fragment boundary inside a
   word is counted ("boundaries inside a word") and an entity that covers no word start is dropped;
 * a discontiguous entity tags each fragment as its own run (B-/I-...), like the `brat` reader;
@@ -33,13 +34,13 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mtbio.data.example import Example, Label
 from mtbio.errors import DataFormatError, MtbioError
-from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.schema import TaskDef, expand_entity_types
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _tag(records: Iterable[Mapping[str, Any]], task: TaskDef, source: str) -> It
     options = task.reader_options
     words_re = WORDS[options.get("word_split", "punctuation")]
     by_document = options.get("unit", "passage") == "document"
-    keep = set(options.get("entity_types") or _entity_types(task))
+    keep = _type_filter(task)
     order = (lambda e: (-e.size, e.start)) if options.get("overlaps", "longest") == "longest" else \
         (lambda e: (e.start, -e.size))
     counts: Counter[str] = Counter()
@@ -155,9 +156,8 @@ def _tag(records: Iterable[Mapping[str, Any]], task: TaskDef, source: str) -> It
                  for p in _passages(record, source, row)]
         if by_document and units:
             units = [(units[0][0], units[-1][1], [w for _, _, words in units for w in words])]
-        entities = list(dict.fromkeys(_Span("", task.label_map.get(e.type, e.type), e.fragments)
-                                      for e in _entities(record, source, row)
-                                      if e.type in keep or task.label_map.get(e.type, e.type) in keep))
+        entities = list(dict.fromkeys(_Span("", e.type, e.fragments) for e in _entities(record, source, row)
+                                      if keep(e.type)))
         counts["discontiguous"] += sum(len(e.fragments) > 1 for e in entities)
         outside = set(entities)
         for i, (start, end, words) in enumerate(units):
@@ -239,9 +239,13 @@ def _run_tags(entity_type: str, n: int, scheme: str) -> list[str]:
     return [f"B-{entity_type}"] + [f"I-{entity_type}"] * (n - 1)
 
 
-def _entity_types(task: TaskDef) -> list[str]:
-    """The task's entity types: its labels, or the types of its tags when the labels are tags."""
-    return [x[2:] if x[1:2] == "-" else x for x in task.labels or [] if x != "O"]
+def _type_filter(task: TaskDef) -> Callable[[str], bool]:
+    """Whether an entity type is tagged: it is in `entity_types`, or by default its tags (after
+    `label_map`) are tags of the task."""
+    if "entity_types" in task.reader_options:
+        return set(task.reader_options["entity_types"]).__contains__
+    allowed, scheme = set(task.label_list), task.tagging_scheme or "IOB2"
+    return lambda t: all(task.label_map.get(tag, tag) in allowed for tag in expand_entity_types([t], scheme)[1:])
 
 
 def _passages(record: Mapping[str, Any], source: str, row: int) -> list[_Span]:
