@@ -254,4 +254,5 @@ def test_bigbio_kb_through_format_hf_matches_read_split(data_dir: Path, tmp_path
         bigbio = raw.model_copy(update={"format": "hf", "files": {"dev": str(rows)},
                                         "reader_options": {"schema": "bigbio_kb", "word_split": "whitespace"}})
         expected, got = read_split(raw, "dev", data_dir), read_split(bigbio, "dev", tmp_path)
+        assert len(got) == len(expected) > 0
         assert [_fields(ex) for ex in got] == [_fields(ex) for ex in expected]

@@ -25,7 +25,8 @@ Relations (bigbio_kb, classification): each relation of `relation_types` (defaul
 arguments are entities in the same passage text becomes that text with arg1 wrapped in markers[0:2]
 and arg2 in markers[2:4] (the whole extent of a discontiguous argument; no markers with
 `entity_markers: strip`), label = the relation type, meta e1/e2 = the arguments' text, as the
-`chemprot_jsonl` reader. Other relations are counted and skipped.
+`chemprot_jsonl` reader. A relation whose arguments are not entities within one passage text is
+counted and skipped.
 
 uid: the row's `id`, plus `:p<i>` (passage) or `:r<i>` (relation); origin: "<source>:<row>".
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ def check_schema_options(options: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append((where, f"must be one of {', '.join(CHOICES[key])}, got {value!r}"))
         elif isinstance(value, list) and not all(isinstance(x, str) and x for x in value):
             problems.append((where, "must be a list of non-empty strings"))
-        elif key == "markers" and len(value) != 4:
+        elif key == "markers" and isinstance(value, list) and len(value) != 4:
             problems.append((where, f"must be four strings (arg1 open, close, arg2 open, close), got {len(value)}"))
     return problems
 
@@ -176,10 +178,12 @@ def _tag(records: Iterable[Mapping[str, Any]], task: TaskDef, source: str) -> It
 
 def _tags(words: list[tuple[str, int, int]], entities: list[_Span], scheme: str, counts: Counter[str]) -> list[str]:
     """The tags of one unit's words, the entities placed in the given order."""
+    starts, ends = [a for _, a, _ in words], [z for _, _, z in words]
     tags = ["O"] * len(words)
     for entity in entities:
-        runs = [[k for k, (_, a, _) in enumerate(words) if s <= a < e] for s, e in entity.fragments]
-        counts["inside a word"] += any(a < b < z for s, e in entity.fragments for _, a, z in words for b in (s, e))
+        runs = [range(bisect_left(starts, s), bisect_left(starts, e)) for s, e in entity.fragments]
+        counts["inside a word"] += any(starts[k] < b < ends[k] for s, e in entity.fragments for b in (s, e)
+                                       for k in [bisect_right(starts, b) - 1] if k >= 0)
         covered = [k for run in runs for k in run]
         if not covered:
             counts["covering no word start"] += 1
@@ -187,7 +191,7 @@ def _tags(words: list[tuple[str, int, int]], entities: list[_Span], scheme: str,
             counts["overlapping"] += 1
         else:
             for run in filter(None, runs):
-                tags[run[0]:run[-1] + 1] = _run_tags(entity.type, len(run), scheme)
+                tags[run.start:run.stop] = _run_tags(entity.type, len(run), scheme)
     return tags
 
 
