@@ -182,11 +182,9 @@ def _conll_to_kb(examples: list[Example], per_document: int = 10) -> list[dict[s
                 if tag.startswith("B-") or (tag.startswith("I-") and (k == 0 or tags[k - 1] == "O")):
                     entities.append({"id": f"T{len(entities)}", "type": tag[2:], "offsets": [[at, at]], "text": [""],
                                      "normalized": []})
-                if tag != "O":
-                    entity = entities[-1]
-                    entity["offsets"][0][1] = at + len(word)
-                    entity["text"][0] = text[entity["offsets"][0][0] - passages[-1]["offsets"][0][0]:
-                                             entity["offsets"][0][1] - passages[-1]["offsets"][0][0]]
+                if tag != "O":  # the words of one entity are joined by single spaces, as in the passage
+                    entities[-1]["offsets"][0][1] = at + len(word)
+                    entities[-1]["text"][0] = f"{entities[-1]['text'][0]} {word}".lstrip()
                 at += len(word) + 1
         records.append({"id": f"doc{d}", "document_id": f"doc{d}", "passages": passages, "entities": entities,
                         "events": [], "coreferences": [], "relations": []})
