@@ -224,6 +224,6 @@ def test_affinity_then_a_pruned_pairwise_on_demo_data(tmp_path: Path, tiny_encod
 
     report = CliRunner().invoke(main, ["report", str(tmp_path / "pw"), str(tmp_path / "aff")])
     assert report.exit_code == 0, report.output
-    assert "best predictor by Spearman" in report.output and (tmp_path / "aff" / "comparison.json").is_file()
+    assert "best predictor by within-target Spearman" in report.output and (tmp_path / "aff" / "comparison.json").is_file()
     alone = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--output", str(tmp_path / "pw")])
     assert alone.exit_code == 2 and "--prune K and --affinity DIR go together" in alone.output

@@ -21,6 +21,7 @@ import yaml
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, plot_score_matrix
+from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
 from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
 from mtbio.training.results import RESULTS_FILE, read_results
@@ -211,9 +212,13 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
     """Each predictor's scores against the measured mean Δ over the ordered pairs both hold."""
     measured = {(e["source"], e["target"]): float(e["delta"]) for e in relations["edges"]}
     tasks = [n["task"] for n in relations["nodes"]]
+    per_seed = {(e["source"], e["target"]): {s: float(v["delta"]) for s, v in e.get("per_seed", {}).items()}
+                for e in relations["edges"]}
+    ceiling = within_target_ceiling(per_seed, tasks)
     out: dict[str, Any] = {"measured_pairs": len(measured), "predictors": {},
                            "measured_seed_agreement": seed_agreement(relations["edges"],
-                                                                     lambda e, s: e["per_seed"][s]["delta"])}
+                                                                     lambda e, s: e["per_seed"][s]["delta"]),
+                           "within_target_ceiling": ceiling}
     for predictor in PREDICTORS:
         predicted = {(e["source"], e["target"]): float(e["score"]) for e in affinity["predictors"][predictor]["edges"]}
         pairs = sorted(set(measured) & set(predicted))
@@ -228,10 +233,12 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
             "pairs": len(pairs), "spearman": rho, "kendall": tau, "interval": bootstrap_interval(x, y, rounds),
             "seed_agreement": seed_agreement(affinity["predictors"][predictor]["edges"], lambda e, s: e["per_seed"][s]),
             "top_k": [top_k(predicted, measured, tasks, k) for k in range(1, min(3, partners - 1) + 1)],
+            "within_target": within_target_summary(predicted, measured, tasks, ceiling),
             "points": [{"source": s, "target": t, "predicted": predicted[(s, t)], "measured": measured[(s, t)]}
                        for s, t in pairs]}
-    best = max(PREDICTORS, key=lambda p: _or_minus_inf(out["predictors"][p]["spearman"]))
-    out["best_predictor"] = best
+    best = max(PREDICTORS, key=lambda p: _or_minus_inf(out["predictors"][p]["within_target"].get("spearman",
+                                                                                                  float("nan"))))
+    out["best_predictor"] = best  # by the within-target Spearman: the question a user asks is "for my target"
     return out
 
 
@@ -295,16 +302,31 @@ def _ratio(a: float, b: float) -> float | None:
 def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity: dict[str, Any]) -> str:
     lines = [f"Predicted ({result['affinity_dir']}, {len(affinity['seeds'])} seed(s)) against measured "
              f"({result['pairwise_dir']}, mean Δ on {relations['split']}, {len(relations['seeds'])} seed(s))", ""]
+    ceiling = result["within_target_ceiling"]
+    if ceiling["ceiling"] is not None:
+        lines.append(f"measured within-target rankings: seed-pair Spearman r1 {ceiling['r1']:+.2f}, reliability of the "
+                     f"{ceiling['seeds']}-seed mean {ceiling['reliability']:+.2f}, noise ceiling {ceiling['ceiling']:.2f}")
     for predictor, entry in result["predictors"].items():
-        ci = entry["interval"]
-        lines.append(f"{predictor}: {entry['pairs']} ordered pairs; Spearman {entry['spearman']:+.3f} "
+        ci, within = entry["interval"], entry["within_target"]
+        if within["targets"]:
+            wi = within["spearman_interval"]
+            exact = "exact" if within["permutation_exact"] else "sampled"
+            share = "" if within["fraction_of_ceiling"] is None else f", {within['fraction_of_ceiling']:+.2f} of the ceiling"
+            lines.append(f"{predictor} within target ({within['targets']} targets"
+                         f"{'; symmetric: cannot tell s→t from t→s' if within['symmetric'] else ''}): Spearman "
+                         f"{within['spearman']:+.3f} [{wi[0]:+.3f}, {wi[1]:+.3f}] (bootstrap over targets), "
+                         f"permutation p {within['permutation_p']:.3f} ({exact}){share}; top-1 {within['top1']:.2f} "
+                         f"(chance {within['chance_top1']:.2f}), NDCG@1 {within['ndcg@1']:.2f}, regret@1 "
+                         f"{within['regret@1']:+.4f}")
+        lines.append(f"  pooled over {entry['pairs']} ordered pairs: Spearman {entry['spearman']:+.3f} "
                      f"[{ci['spearman'][0]:+.3f}, {ci['spearman'][1]:+.3f}], Kendall {entry['kendall']:+.3f} "
-                     f"[{ci['kendall'][0]:+.3f}, {ci['kendall'][1]:+.3f}] (95% bootstrap over pairs)")
+                     f"[{ci['kendall'][0]:+.3f}, {ci['kendall'][1]:+.3f}] (95% bootstrap over pairs; rewards knowing "
+                     "which target suffers)")
         for k in entry["top_k"]:
             if k["targets"]:
                 lines.append(f"  top-{k['k']} partners over {k['targets']} targets: precision {k['precision']:.2f} "
                              f"(random {k['chance']:.2f}), measured Δ > 0 in {k['helpful']:.2f}")
-    lines.append(f"best predictor by Spearman: {result['best_predictor']}")
+    lines.append(f"best predictor by within-target Spearman: {result['best_predictor']}")
     agreement = {name: entry.get("seed_agreement") for name, entry in result["predictors"].items()}
     agreement["measured Δ"] = result.get("measured_seed_agreement")
     known = [f"{name} {value:+.2f}" for name, value in agreement.items() if value is not None]
