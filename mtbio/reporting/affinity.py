@@ -305,7 +305,9 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
     ceiling = result["within_target_ceiling"]
     if ceiling["ceiling"] is not None:
         lines.append(f"measured within-target rankings: seed-pair Spearman r1 {ceiling['r1']:+.2f}, reliability of the "
-                     f"{ceiling['seeds']}-seed mean {ceiling['reliability']:+.2f}, noise ceiling {ceiling['ceiling']:.2f}")
+                     f"{ceiling['seeds']}-seed mean {ceiling['reliability']:+.2f}, noise ceiling {ceiling['ceiling']:.2f}"
+                     + ("" if ceiling["ceiling"] > 0 else " (the measured rankings do not repeat across seeds: no "
+                        "predictor can be judged against them)"))
     for predictor, entry in result["predictors"].items():
         ci, within = entry["interval"], entry["within_target"]
         if within["targets"]:
