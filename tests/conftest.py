@@ -29,6 +29,15 @@ def _offline_and_isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("MTBIO_CACHE_DIR", str(cache / "mtbio"))
 
 
+@pytest.fixture(autouse=True)
+def _mtbio_logs_reach_caplog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI test's console set-up stops the `mtbio` logger propagating; each test starts with it propagating,
+    so `caplog` sees mtbio's log lines whatever ran before."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("mtbio"), "propagate", True)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real benchmark data (../shared/data or MTBIO_DATA_DIR); tests needing it skip without it."""

@@ -29,7 +29,11 @@ FUZZ = settings(max_examples=EXAMPLES_PER_READER, deadline=None, database=None,
 # one shipped task per format, plus user-style definitions for the formats no shipped task uses
 TASK_FOR_FORMAT = {"ade": "ade", "brat": "chia", "chemprot_jsonl": "chemprot", "conll": "bc5cdr-chem",
                    "csv": "mqp", "hoc": "hoc", "jsonl": "mednli", "mediqa_rqe_xml": "mediqa-rqe",
-                   "nli4ct": "nli4ct", "pubmedqa": "pubmedqa", "tsv": "ddi"}
+                   "nli4ct": "nli4ct", "pubmedqa": "pubmedqa", "tsv": "ddi",
+                   # no shipped task reads `hf`: a pair task over a JSON-lines file, as a user writes one
+                   "hf": TaskDef(name="hf-pairs", type="classification", format="hf", files={"train": "hf/train.jsonl"},
+                                 columns={"id": "id", "text": "question", "text_b": "answer", "label": "label"},
+                                 labels=["yes", "no"], metric="accuracy")}
 
 
 def test_every_reader_is_fuzzed() -> None:
@@ -79,7 +83,8 @@ def _target(task: TaskDef, root: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("fmt", sorted(TASK_FOR_FORMAT))
 def test_reader_fails_only_clearly(fmt: str, tmp_path: Path) -> None:
-    task = load_catalog().get(TASK_FOR_FORMAT[fmt])
+    named = TASK_FOR_FORMAT[fmt]
+    task = named if isinstance(named, TaskDef) else load_catalog().get(named)
     assert task.format == fmt
     read_path, rewritten = _target(task, tmp_path)
     reader = READERS.get(fmt)

@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +39,8 @@ def readme_commands() -> list[str]:
 
 def readme_python() -> list[str]:
     """The README's ```python blocks."""
-    return re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    return [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(),
+                                                             re.S)]
 
 
 def _skip(line: str) -> bool:

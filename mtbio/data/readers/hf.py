@@ -52,8 +52,25 @@ def read_hf(path: Path, task: TaskDef) -> Iterator[Example]:
     dataset, source = load_split(path, task.reader_options)
     schema = task.reader_options.get("schema")
     if schema is not None:
-        return examples_from_schema(iter(dataset), schema, task, source)
+        return examples_from_schema((row for _, row in rows(dataset, source)), schema, task, source)
     return _from_columns(dataset, task, source)
+
+
+def rows(dataset: Any, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based row number, row) for every row; a row the dataset cannot decode is a one-line error."""
+    iterator = iter(dataset)
+    number = 0
+    while True:
+        number += 1
+        try:
+            row = next(iterator)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise DataFormatError(source, number, "not valid UTF-8; re-encode the data as UTF-8") from None
+        except Exception as exc:  # noqa: BLE001 - arrow raises many types for a row it cannot read
+            raise DataFormatError(source, number, f"unreadable row: {_reason(exc)}") from None
+        yield number, row
 
 
 def load_split(path: Path, options: Mapping[str, Any]) -> tuple[Any, str]:
@@ -109,7 +126,7 @@ def _from_columns(dataset: Any, task: TaskDef, source: str) -> Iterator[Example]
         raise DataFormatError(source, None, f"no field(s) {', '.join(missing)} (fields: "
                                             f"{', '.join(dataset.column_names)})")
     names = label_names(dataset.features.get(columns["label"]))
-    for row_number, row in enumerate(dataset, start=1):
+    for row_number, row in rows(dataset, source):
         values = {key: row[name] for key, name in columns.items()}
         label = _label(values["label"], names, source, row_number)
         tokens = values.get("tokens")

@@ -1,0 +1,116 @@
+"""Resident memory of a multi-task refine over its steps, under different memory allocators.
+
+The same `mtbio refine` (default: chemprot, ddi, bc5cdr-chem, bc5cdr-disease; 2,000 examples per task;
+the packaged MiniLM's recipe; bf16 where the CPU has it) runs once per allocator setting, each in its
+own process, the default glibc malloc first as the baseline. A sampler reads the process's resident
+set (RSS, and anonymous memory) every `--every` seconds. Per setting: peak RSS, RSS at the end of
+warm-up (the first 20% of the run's time) and the growth after it, and the wall time.
+
+    python benchmarks/bench_memory.py --data-dir ../shared/data --max-steps 250
+
+Writes benchmarks/results/bench_memory.json with the machine description.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from common import machine, offline_environment, write_result
+
+offline_environment()
+
+REPO = Path(__file__).resolve().parents[1]
+JEMALLOC = [Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")]
+SETTINGS: dict[str, dict[str, str]] = {
+    "glibc": {},
+    "glibc MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
+    "glibc MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=128MiB": {"MALLOC_ARENA_MAX": "2",
+                                                               "MALLOC_TRIM_THRESHOLD_": str(128 * 2**20)},
+}
+
+
+def anonymous_mb(process: psutil.Process) -> float:
+    try:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    output = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    command = [sys.executable, "-m", "mtbio", "-q", "refine", "--tasks", args.tasks, "--max-train-examples",
+               str(args.max_train_examples), "--max-steps", str(args.max_steps), "--config",
+               str(REPO / "examples" / "recipes" / "minilm.yml"), "--output", str(output / "run"),
+               "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9)]
+    if args.data_dir:
+        command += ["--data-dir", args.data_dir]
+    if args.mixed_precision:
+        command += ["--mixed-precision", args.mixed_precision]
+    started = time.time()
+    process = subprocess.Popen(command, env={**os.environ, **env_extra}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    watched = psutil.Process(process.pid)
+    samples = []
+    while process.poll() is None:
+        try:
+            samples.append((time.time() - started, watched.memory_info().rss / 2**20, anonymous_mb(watched)))
+        except psutil.Error:
+            break
+        time.sleep(args.every)
+    _, stderr = process.communicate()
+    wall = time.time() - started
+    shutil.rmtree(output, ignore_errors=True)
+    if process.returncode != 0:
+        raise SystemExit(f"{setting}: refine failed\n{stderr[-2000:]}")
+    warm = [s for s in samples if s[0] <= 0.2 * wall] or samples[:1]
+    after = [s for s in samples if s[0] > 0.2 * wall] or samples[-1:]
+    return {"setting": setting, "env": env_extra, "wall_seconds": wall,
+            "peak_rss_mb": max(s[1] for s in samples), "peak_anon_mb": max(s[2] for s in samples),
+            "rss_end_of_warmup_mb": warm[-1][1], "rss_growth_after_warmup_mb": max(s[1] for s in after) - warm[-1][1],
+            "samples": [{"t": round(t, 1), "rss_mb": round(r, 1), "anon_mb": round(a, 1)} for t, r, a in samples]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="chemprot,ddi,bc5cdr-chem,bc5cdr-disease")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--max-train-examples", type=int, default=2000)
+    parser.add_argument("--max-steps", type=int, default=250)
+    parser.add_argument("--mixed-precision", default=None, help="default: the recipe's / Accelerate's")
+    parser.add_argument("--every", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--settings", help="comma-separated names of SETTINGS to run (default: all, + jemalloc "
+                                           "where installed)")
+    parser.add_argument("--name", default="bench_memory")
+    args = parser.parse_args()
+    settings = dict(SETTINGS)
+    jemalloc = next((p for p in JEMALLOC if p.exists()), None)
+    if jemalloc is not None:
+        settings["jemalloc"] = {"LD_PRELOAD": str(jemalloc)}
+    if args.settings:
+        settings = {k: v for k, v in settings.items() if k in args.settings.split(",")}
+    result: dict[str, Any] = {"machine": machine(), "tasks": args.tasks, "max_train_examples": args.max_train_examples,
+                              "max_steps": args.max_steps, "runs": []}
+    for name, extra in settings.items():
+        entry = run(name, extra, args)
+        result["runs"].append(entry)
+        baseline = result["runs"][0]
+        entry["peak_rss_vs_baseline"] = entry["peak_rss_mb"] / baseline["peak_rss_mb"]
+        print(f"{name:55s} peak RSS {entry['peak_rss_mb']:7.0f} MB (anon {entry['peak_anon_mb']:6.0f}), growth after "
+              f"warm-up {entry['rss_growth_after_warmup_mb']:+6.0f} MB, {entry['wall_seconds']:5.0f} s, "
+              f"×{entry['peak_rss_vs_baseline']:.2f} of the baseline's peak", flush=True)
+        write_result(args.name, result)
+
+
+if __name__ == "__main__":
+    main()
