@@ -44,10 +44,6 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
     head, definition = run.model.heads[task], run.tasks[task]
     cfg = head.config
-    if cfg.type != "tagging" and cfg.pooling != "pooler":
-        raise MtbioError(f"task '{task}' reads [CLS] directly (pooling: cls); no AutoModelForSequenceClassification "
-                         "computes that, so it cannot be exported exactly. Train it with `pooling: pooler` in its task "
-                         "definition (the head then reads the encoder's pooler, as BertForSequenceClassification does)")
     config = copy.deepcopy(run.model.encoder.config)
     labels = list(cfg.labels) if cfg.type != "regression" else ["score"]
     config.id2label = dict(enumerate(labels))
@@ -58,6 +54,8 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         config.problem_type = PROBLEM_TYPES[cfg.type]
     model = auto.from_config(config)
     _copy_weights(model, run.model.encoder, head, task)
+    if cfg.type != "tagging" and cfg.pooling == "cls":
+        _carry_cls_head(model, task)
     output.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output)
     run.tokenizer.save_pretrained(output)
@@ -86,6 +84,7 @@ def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
     base = model.base_model
     missing, unexpected = base.load_state_dict(encoder.state_dict(), strict=False)
     unexpected = [k for k in unexpected if not k.startswith("pooler.")]  # token classifiers drop the pooler
+    missing = [k for k in missing if not k.startswith("pooler.")]  # a cls head does not need the encoder's pooler
     if missing or unexpected:
         raise MtbioError(f"task '{task}': the encoder's weights do not fit {type(model).__name__} "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
@@ -94,6 +93,27 @@ def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
         raise MtbioError(f"task '{task}': {type(model).__name__} has no plain linear classifier to hold the head "
                          "(its architecture adds layers of its own); this encoder family cannot be exported exactly")
     classifier.load_state_dict(head.out.state_dict())
+
+
+CLS_EPSILON = 1e-4
+
+
+def _carry_cls_head(model: Any, task: str) -> None:
+    """Make the pooler (dense → tanh) pass [CLS] through linearly: dense = ε·I, bias 0, classifier weights ×1/ε.
+
+    tanh(εx)/ε = x − ε²x³/3 + …, so with ε = 1e-4 and |x| ≲ 20 each feature is off by < 3e-6; the 1e-4 logit
+    check after saving measures the real difference. BERT-family sequence classifiers always apply this pooler
+    (no config switch turns it off), and no standard class for BERT weights reads [CLS] bare, so this is the exact
+    way to carry a `pooling: cls` head."""
+    pooler = getattr(model.base_model, "pooler", None)
+    dense = getattr(pooler, "dense", None)
+    if not isinstance(dense, torch.nn.Linear) or not isinstance(getattr(pooler, "activation", None), torch.nn.Tanh):
+        raise MtbioError(f"task '{task}' reads [CLS] directly (pooling: cls), and {type(model).__name__} has no "
+                         "dense + tanh pooler to carry that head exactly; train it with `pooling: pooler`")
+    with torch.no_grad():
+        dense.weight.copy_(torch.eye(dense.out_features, dense.in_features) * CLS_EPSILON)
+        dense.bias.zero_()
+        model.classifier.weight.mul_(1.0 / CLS_EPSILON)
 
 
 def _sample_inputs(definition: Any) -> list[Any]:
