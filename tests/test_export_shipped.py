@@ -70,4 +70,8 @@ def test_shipped_task_exports_and_pipeline_matches_mtbio_predict(shipped_run: Pa
     from huggingface_hub import ModelCard
 
     card = ModelCard.load(out / "README.md")
-    assert card.data.pipeline_tag and "mtbio" in card.data.tags
+    assert card.data.pipeline_tag and "mtbio" in card.data.tags and card.data.eval_results
+    assert str(out) in card.text and ("text_pair" in card.text) == (task == "mqp")
+    assert ('aggregation_strategy="first"' in card.text) == (task == "bc5cdr-chem")
+    if task == "mqp":
+        assert "1 similar, 0 dissimilar" in card.text and "derived" in card.text
