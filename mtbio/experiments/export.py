@@ -1,8 +1,8 @@
 """`mtbio export`: one task of a run as a standard Hugging Face directory that loads without mtbio.
 
     AutoModelForTokenClassification.from_pretrained(DIR)      # tagging tasks
-    AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks read through the pooler
-    pipeline("token-classification", model=DIR)
+    AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks
+    pipeline("token-classification", model=DIR, aggregation_strategy="first")
 
 The directory holds `config.json` (with `id2label` / `label2id`, `problem_type`), the weights
 (safetensors), the tokenizer and a model card (`README.md`: base model, task, data, scores, how to
@@ -10,10 +10,10 @@ load). The exported model computes exactly what mtbio's head computes, and the e
 it reloads the directory and compares logits with the run's model on the task's own inputs.
 
 What maps exactly: a tagging head (every token → dropout → linear) is the `classifier` of
-`*ForTokenClassification`; a sentence head with `pooling: pooler` (pooler → dropout → linear) is the
-`classifier` of a pooler-based `*ForSequenceClassification` (BERT, ELECTRA-style pooler heads differ
-and are refused). A head that reads [CLS] directly (`pooling: cls`, MT-BERT's default) has no
-standard class that computes the same thing, so it is refused with that explanation.
+`*ForTokenClassification`; a sentence head with `pooling: pooler` is the `classifier` of a pooler-based
+`*ForSequenceClassification`; a head that reads [CLS] directly (`pooling: cls`, the shipped default) rides BERT's
+pooler made linear (`_carry_cls_head`). Tagging exports reproduce `mtbio predict` with
+`aggregation_strategy="first"`.
 """
 from __future__ import annotations
 
