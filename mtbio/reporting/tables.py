@@ -28,7 +28,7 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
-from mtbio.reporting.verdicts import compare, metric_sign
+from mtbio.reporting.verdicts import compare, correct, metric_sign
 from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
@@ -147,7 +147,7 @@ def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], 
             continue
         result = compare(columns[column][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
                          alpha, min_delta)
-        out.append({k: result[k] for k in ("delta", "sd", "p_value", "verdict", "n_seeds")})
+        out.append({k: result[k] for k in ("delta", "sd", "ci", "p_value", "verdict", "n_seeds")})
     return out
 
 
@@ -192,11 +192,12 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
                  alpha: float = 0.05, min_delta: float = 0.01,
-                 metrics: Mapping[str, str] | None = None, compare_each: bool = False) -> dict[str, Any]:
+                 metrics: Mapping[str, str] | None = None, compare_each: bool = False,
+                 correction: str = "holm") -> dict[str, Any]:
     """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
     the trivial scores (task → score) and the verdict of the last column (`compare_each`: of every
-    other column) against `compare_to`. `metrics` scores the tasks it names by another saved metric
-    than their primary one (rows and summaries)."""
+    other column) against `compare_to`, p adjusted across all of the table's tests (`correction`).
+    `metrics` scores the tasks it names by another saved metric than their primary one."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
     names = [Path(p).name or str(p) for p in paths]
@@ -244,9 +245,13 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
         versus = [i for i in range(len(labels)) if i != baseline] if compare_each else [len(labels) - 1]
         report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "versus": [labels[i] for i in versus],
                                 "alpha": alpha, "min_delta": min_delta}
+        family: dict[str, dict[str, Any]] = {}
         for i in versus:
             for row, verdict in zip(rows, _verdicts(rows, columns, baseline, i, alpha, min_delta)):
                 row.setdefault("verdicts", {})[labels[i]] = verdict
+                if verdict is not None:
+                    family[f"{row['task']}: {labels[i]}"] = verdict
+        report["compare_to"]["family"] = correct(family, correction, alpha, min_delta)
         for row in rows:  # the last column's verdict, also under its old key
             row["verdict"] = row["verdicts"].get(labels[-1])
     return report
@@ -283,9 +288,12 @@ def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
 def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
     if verdict is None:
         return "–"
-    sd = f" ± {verdict['sd'] * 100:.2f}" if verdict["sd"] is not None else ""
+    ci = verdict.get("ci")
+    interval = f" [{ci[0] * 100:+.2f}, {ci[1] * 100:+.2f}]" if ci is not None else ""
     p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
-    return f"{verdict['delta'] * 100:+.2f}{sd} ({verdict['verdict']}{p})"
+    if verdict.get("p_adjusted") is not None:
+        p += f", adj. p={verdict['p_adjusted']:.3f}"
+    return f"{verdict['delta'] * 100:+.2f}{interval} ({verdict['verdict']}{p})"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -330,9 +338,12 @@ def to_markdown(report: dict[str, Any]) -> str:
                      "there; not a result.")
     if versus:
         column = tested[0] if len(tested) == 1 else "column"
-        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean ± sd; verdict by a paired "
-                     f"t-test over seeds (improves/hurts when p < {versus['alpha']} and |Δ| ≥ "
-                     f"{versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges edges).")
+        family = versus["family"]
+        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean [{(1 - versus['alpha']) * 100:g}% "
+                     f"t interval]; verdict by a paired t-test over seeds (improves/hurts when the adjusted p < "
+                     f"{versus['alpha']} and |Δ| ≥ {versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges "
+                     f"edges). Correction: {family['correction']} over the family of {family['m']} tests "
+                     f"({'; '.join(family['tests'])}).")
     for task, metric in sorted(report.get("metric_overrides", {}).items()):
         notes.append(f"{task} is scored by {metric} here, not its primary metric (`--metric {task}={metric}`): the "
                      "plain and BLUE averages use it, the BLURB score leaves the task out.")
@@ -350,7 +361,8 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
     for column in report["columns"]:
         header += [f"{column['label']} mean", f"{column['label']} sd", f"{column['label']} n"]
     tested = _versus(report)
-    fields = ["delta", "delta sd", "p value", "verdict"]
+    keys = ("delta", "sd", "p_value", "p_adjusted", "verdict")
+    fields = ["delta", "delta sd", "p value", "adjusted p", "verdict"]
     header += fields if len(tested) == 1 else [f"{label} {f}" for label in tested for f in fields]
 
     def cells(entries: list[dict[str, Any] | None]) -> list[Any]:
@@ -365,11 +377,11 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
         for row in report["rows"]:
             trivial = [row["trivial"]] if report.get("has_trivial") else []
             extra = [(verdict or {}).get(key, "") for verdict in _row_verdicts(row, tested)
-                     for key in ("delta", "sd", "p_value", "verdict")]
+                     for key in keys]
             writer.writerow([row["category"], row["task"], row["metric"], *trivial, *cells(row["cells"]), *extra])
         for key, title in SUMMARY_TITLES.items():
             writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
-                             *cells(report["summaries"][key]), *([""] * 4 * len(tested))])
+                             *cells(report["summaries"][key]), *([""] * len(keys) * len(tested))])
 
 
 def seed_summary(runs: Sequence[tuple[Path, dict[str, Any]]], split: str = "dev") -> str:
