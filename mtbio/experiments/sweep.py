@@ -154,6 +154,14 @@ def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
         path.write_text(json.dumps({"protocol": protocol(config)}, indent=2) + "\n")
 
 
+def declare_metrics(sweep_dir: Path, metrics: dict[str, str]) -> None:
+    """Write declared.json (task → primary metric) before the sweep's first cell trains; kept once written."""
+    path = sweep_dir / "declared.json"
+    if not path.is_file():
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"primary_metric": metrics}, indent=2) + "\n")
+
+
 def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
     """The run configuration of one cell (recorded in its config.yaml)."""
     update: dict[str, Any] = {"tasks": list(cell.tasks), "domain": None, "seed": cell.seed,

@@ -44,6 +44,7 @@ class TaskScores:
     task: str
     metric: str
     category: str
+    declared: str  # the primary metric the run recorded before it trained
     by_seed: dict[int, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -74,20 +75,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def read_run_scores(run_dir: Path, split: str,
-                    metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, int, float]]:
-    """(task, metric, category, seed, score) for every task of the run scored on `split`: the task's
-    primary metric, or the one `metrics` names for it (any metric the run saved, e.g. ddi → macro_f1)."""
+                    metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str, int, float]]:
+    """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
+    the task's primary (declared) metric, or the one `metrics` names (any metric the run saved)."""
     results = read_results(run_dir)
     config_path = run_dir / "config.yaml"
     seed = int(_read_yaml(config_path).get("seed", 0)) if config_path.is_file() else 0
     rows = []
     for task, scores in (results.get(split) or {}).items():
         definition = _read_yaml(run_dir / "tasks" / f"{task}.yml")
-        metric = (metrics or {}).get(task) or str(definition.get("metric"))
+        declared = str(definition.get("metric"))
+        metric = (metrics or {}).get(task) or declared
         if metric not in scores:
             raise MtbioError(f"{results_path(run_dir)}: {split} scores of '{task}' lack the metric '{metric}' "
                              f"(saved: {', '.join(sorted(scores))})")
-        rows.append((task, metric, str(definition.get("category", "other")), seed, float(scores[metric])))
+        rows.append((task, metric, declared, str(definition.get("category", "other")), seed, float(scores[metric])))
     return rows
 
 
@@ -95,8 +97,8 @@ def collect_column(path: Path, split: str, metrics: Mapping[str, str] | None = N
     """Task → scores per seed, over every run under `path` (primary metrics, or those `metrics` names)."""
     column: dict[str, TaskScores] = {}
     for run_dir in run_dirs_under(path):
-        for task, metric, category, seed, value in read_run_scores(run_dir, split, metrics):
-            entry = column.setdefault(task, TaskScores(task, metric, category))
+        for task, metric, declared, category, seed, value in read_run_scores(run_dir, split, metrics):
+            entry = column.setdefault(task, TaskScores(task, metric, category, declared))
             if seed in entry.by_seed:
                 raise MtbioError(f"{path}: two runs of task '{task}' with seed {seed} (one column is one setting)")
             entry.by_seed[seed] = value
@@ -213,7 +215,7 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
             info.setdefault(task, scores)
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     tasks = sorted(info, key=lambda t: (order.get(info[t].category, len(order)), t))
-    rows = [{"task": t, "metric": info[t].metric, "category": info[t].category,
+    rows = [{"task": t, "metric": info[t].metric, "declared": info[t].declared, "category": info[t].category,
              "trivial": None if trivial is None else trivial.get(t),
              "cells": [col[t].summary() if t in col else None for col in columns]} for t in tasks]
     benchmarks = _benchmarks()
@@ -278,6 +280,11 @@ def _near_trivial(cell: dict[str, Any] | None, row: dict[str, Any]) -> bool:
     return metric_sign(row["metric"]) * (cell["mean"] - row["trivial"]) < NEAR_TRIVIAL
 
 
+def metric_label(metric: str, declared: str | None) -> str:
+    """The metric's name, labelled post hoc when it is not the one declared before training."""
+    return metric if declared in (None, metric) else f"{metric}, post hoc (declared: {declared})"
+
+
 def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
     if cell is None:
         return "–"
@@ -315,7 +322,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
                  if trivial else []) + [_fmt(c, scale) + (" ‡" if mark else "") for c, mark in zip(row["cells"], near)]
         cells += [_fmt_verdict(v) for v in _row_verdicts(row, tested)]
-        lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
+        lines.append(f"| {kind} | {row['task']} ({metric_label(row['metric'], row.get('declared'))}) | "
+                     f"{' | '.join(cells)} |")
     marks: list[str] = []
     for key, title in SUMMARY_TITLES.items():
         entries = report["summaries"][key]
@@ -378,7 +386,7 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
             trivial = [row["trivial"]] if report.get("has_trivial") else []
             extra = [(verdict or {}).get(key, "") for verdict in _row_verdicts(row, tested)
                      for key in keys]
-            writer.writerow([row["category"], row["task"], row["metric"], *trivial, *cells(row["cells"]), *extra])
+            writer.writerow([row["category"], row["task"], metric_label(row["metric"], row.get("declared")), *trivial, *cells(row["cells"]), *extra])
         for key, title in SUMMARY_TITLES.items():
             writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
                              *cells(report["summaries"][key]), *([""] * len(keys) * len(tested))])
