@@ -169,11 +169,11 @@ def write_curves(run_dir: Path) -> Path:
 
 def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
                    metrics: Mapping[str, str] | None = None) -> dict[str, float]:
-    """Task → the trivial predictor's score on `split` (fitted on the full training set) in the task's
-    primary metric or the one `metrics` names, for every task of the runs under `paths`, from the
-    task definitions the runs saved in tasks/."""
+    """Task → the better of two trivial scores on `split`, the training-majority constant and the
+    split's own best constant, in the task's primary metric or the one `metrics` names, for every
+    task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
     from mtbio.data.loading import read_split
-    from mtbio.evaluation.trivial import trivial_scores
+    from mtbio.evaluation.trivial import best_constant_scores, trivial_scores
     from mtbio.tasks.loading import load_task_def, require_data
 
     definitions: dict[str, Any] = {}
@@ -186,8 +186,11 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
     for name, task in definitions.items():
         require_data(task, data_dir)
         assert data_dir is not None
-        scores = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))
-        out[name] = scores[(metrics or {}).get(name) or task.metric]
+        scored = read_split(task, split, data_dir)
+        metric = (metrics or {}).get(name) or task.metric
+        both = [trivial_scores(task, read_split(task, "train", data_dir), scored)[metric],
+                best_constant_scores(task, scored)[metric]]
+        out[name] = min(both) if metric_sign(metric) < 0 else max(both)
     return out
 
 
@@ -340,7 +343,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     metric_text = "primary metric" if not report.get("metric_overrides") else "metric as named per row"
     notes = [f"{report['split']} split, {metric_text} ×100 ({seeds_text}; sd is the sample sd)."]
     if trivial:
-        notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
+        notes.append("trivial: the score without learning, the better of the majority training class and the "
+                     "scored split's own majority class (all `O` for NER).")
     if unlearned:
         notes.append(f"‡ less than {NEAR_TRIVIAL * 100:g} point above the trivial score: the task was not learned "
                      "there; not a result.")
