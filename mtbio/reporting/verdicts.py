@@ -135,3 +135,37 @@ def compare(with_scores: Scores, alone: Scores, sign: float, alpha: float, min_d
 def metric_sign(metric: str) -> float:
     """+1 where higher is better; mse is the one metric where lower is better."""
     return -1.0 if metric == "mse" else 1.0
+
+
+def simulate_sequential(sd: float, max_seeds: int, alpha: float = 0.05, min_delta: float = 0.01, start: int = 3,
+                        edges: int = 12, correction: str = "holm", runs: int = 500, seed: int = 0) -> dict[str, float]:
+    """The adaptive-seed design under no true effect (Δ = 0, per-seed sd `sd`) on a graph of `edges`
+    independent edges: the share of edges ending green, red, decided "no effect" and undecided at
+    `max_seeds`, and the mean seeds per edge, over `runs` simulated graphs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ends = {IMPROVES: 0, HURTS: 0, NO_EFFECT: 0, UNDECIDED: 0}
+    seeds_used = 0
+    for _ in range(runs):
+        deltas = [list(rng.normal(0.0, sd, start)) for _ in range(edges)]
+        while True:
+            cells = {}
+            for i, values in enumerate(deltas):
+                ev = judge(values, alpha, min_delta)
+                cells[str(i)] = {"delta": ev.mean, "p_value": ev.p_value, "ci": ev.ci, "verdict": ev.verdict}
+            correct(cells, correction, alpha, min_delta)
+            grow = [i for i, values in enumerate(deltas) if cells[str(i)]["state"] == UNDECIDED
+                    and len(values) < max_seeds]
+            if not grow:
+                break
+            for i in grow:
+                deltas[i].append(float(rng.normal(0.0, sd)))
+        for i, values in enumerate(deltas):
+            cell = cells[str(i)]
+            ends[cell["verdict"] if cell["state"] == DECIDED else UNDECIDED] += 1
+            seeds_used += len(values)
+    total = runs * edges
+    return {"false_green": ends[IMPROVES] / total, "false_red": ends[HURTS] / total,
+            "no_effect": ends[NO_EFFECT] / total, "undecided": ends[UNDECIDED] / total,
+            "mean_seeds": seeds_used / total}
