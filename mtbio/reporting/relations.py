@@ -265,6 +265,31 @@ def _legend(data: dict[str, Any]) -> str:
             f"no effect (alpha {data['alpha']:g}, min delta {data['min_delta']:g})")
 
 
+def describe_reliability(data: dict[str, Any]) -> str:
+    """One line on how well the graph's edge ranking repeats across seeds (empty without figures)."""
+    figures = data.get("reliability")
+    if not figures:
+        return ""
+    within = figures["within_target"]
+    return (f"reliability over seeds {', '.join(map(str, figures['seeds']))}: mean seed-pair Spearman "
+            f"{figures['seed_pair_spearman']:+.2f}, split-half {figures['split_half']:+.2f}, Spearman–Brown "
+            f"{figures['spearman_brown']:+.2f}, noise ceiling {figures['noise_ceiling']:.2f}; within target "
+            f"{within['seed_pair_spearman']:+.2f} / {within['spearman_brown']:+.2f} / ceiling {within['noise_ceiling']:.2f}")
+
+
+def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:
+    """Per edge: seeds, Δ with its interval, p and adjusted p, verdict and state."""
+    lines = [f"family: {family['correction']} over {family['m']} tests" if family else "family: not corrected"]
+    for name, cell in named:
+        ci = cell.get("ci")
+        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
+        p = "" if cell["p_value"] is None else f", p {cell['p_value']:.3f}"
+        adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
+        lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
+                     f"{cell['verdict']}, {cell.get('state', '?')}")
+    return lines
+
+
 def _report_pairwise(relations: dict[str, Any]) -> str:
     tasks = [n["task"] for n in relations["nodes"]]
     edges = {(e["target"], e["source"]): e for e in relations["edges"]}
@@ -278,7 +303,9 @@ def _report_pairwise(relations: dict[str, Any]) -> str:
              _legend(relations), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
     for target in tasks:
         lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
-    return "\n".join(lines)
+    lines += ["", *_evidence_lines([(f"{e['source']} → {e['target']}", e) for e in relations["edges"]],
+                                   relations.get("family")), describe_reliability(relations)]
+    return "\n".join(lines).rstrip()
 
 
 def _report_stilt(stilt: dict[str, Any]) -> str:
@@ -293,4 +320,7 @@ def _report_stilt(stilt: dict[str, Any]) -> str:
              _legend(stilt), "", _table(["target", "baseline", *inters], rows), "", "most helpful intermediate task:"]
     for row in stilt["targets"]:
         lines.append(f"  {row['target']}: {_best(list(row['intermediate'].items()))}")
-    return "\n".join(lines)
+    lines += ["", *_evidence_lines([(f"{i} → {r['target']}", c) for r in stilt["targets"]
+                                    for i, c in r["intermediate"].items()], stilt.get("family")),
+              describe_reliability(stilt)]
+    return "\n".join(lines).rstrip()
