@@ -16,8 +16,9 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
-from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells, failure_message, record_cells,
-                                     record_protocol, unsettled, work_through, write_summary)
+from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells,
+                                     failure_message, record_cells, record_protocol, unsettled, work_through,
+                                     write_summary)
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import StopRequested, make_accelerator

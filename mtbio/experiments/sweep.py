@@ -50,7 +50,8 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
 # Options that do not change what one cell trains: they are not part of the sweep's protocol.
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "correction", "max_seeds", "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
+                "min_delta", "correction", "max_seeds",
+                "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
                 "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
                 "slurm_time", "slurm_account", "affinity_every",
                 "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads"}

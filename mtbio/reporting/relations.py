@@ -274,7 +274,8 @@ def describe_reliability(data: dict[str, Any]) -> str:
     return (f"reliability over seeds {', '.join(map(str, figures['seeds']))}: mean seed-pair Spearman "
             f"{figures['seed_pair_spearman']:+.2f}, split-half {figures['split_half']:+.2f}, Spearman–Brown "
             f"{figures['spearman_brown']:+.2f}, noise ceiling {figures['noise_ceiling']:.2f}; within target "
-            f"{within['seed_pair_spearman']:+.2f} / {within['spearman_brown']:+.2f} / ceiling {within['noise_ceiling']:.2f}")
+            f"{within['seed_pair_spearman']:+.2f} / {within['spearman_brown']:+.2f} / ceiling "
+            f"{within['noise_ceiling']:.2f}")
 
 
 def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:

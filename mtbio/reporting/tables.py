@@ -390,7 +390,8 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
             trivial = [row["trivial"]] if report.get("has_trivial") else []
             extra = [(verdict or {}).get(key, "") for verdict in _row_verdicts(row, tested)
                      for key in keys]
-            writer.writerow([row["category"], row["task"], metric_label(row["metric"], row.get("declared")), *trivial, *cells(row["cells"]), *extra])
+            metric = metric_label(row["metric"], row.get("declared"))
+            writer.writerow([row["category"], row["task"], metric, *trivial, *cells(row["cells"]), *extra])
         for key, title in SUMMARY_TITLES.items():
             writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
                              *cells(report["summaries"][key]), *([""] * len(keys) * len(tested))])
