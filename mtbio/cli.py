@@ -409,12 +409,14 @@ def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite:
 @click.option("--metric", "metric_overrides", multiple=True, metavar="TASK=METRIC",
               help="Score TASK by another metric its runs saved instead of its primary one, in rows and summaries "
                    "(repeatable), e.g. ddi=macro_f1 for DDI's macro F1 over its four interaction types.")
+@click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
+              help="Multiplicity control across the table's --compare-to tests: holm, bh (Benjamini–Hochberg) or none.")
 @click.option("--curves", is_flag=True,
               help="Draw each RUN_DIR's training loss and dev score per task against the step into "
                    "RUN_DIR/curves.png (from its metrics.jsonl).")
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
            trivial: bool, data_dir: str | None, compare_to: str | None, compare_each: bool,
-           metric_overrides: tuple[str, ...], curves: bool) -> None:
+           metric_overrides: tuple[str, ...], curves: bool, correction: str) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -477,7 +479,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
 
         trivial_scores = trivial_column(paths, split, resolve_data_dir(data_dir), metrics)
     table = build_report(paths, split, labels, trivial=trivial_scores, compare_to=compare_to, metrics=metrics,
-                         compare_each=compare_each)
+                         compare_each=compare_each, correction=correction)
     markdown = to_markdown(table)
     click.echo(markdown)
     if output:

@@ -56,7 +56,7 @@ def test_metric_override_in_the_cli_table_and_its_errors(tmp_path: Path) -> None
     runs = _runs(tmp_path / "runs")
     result = CliRunner().invoke(cli.main, ["report", str(runs), "--metric", "ddi=macro_f1"])
     assert result.exit_code == 0, result.output
-    assert "| ddi (macro_f1) | 25.00 ± 7.07 |" in result.output
+    assert "| ddi (macro_f1, post hoc (declared: micro_f1)) | 25.00 ± 7.07 |" in result.output
     assert "ddi is scored by macro_f1 here" in result.output
     bad = CliRunner().invoke(cli.main, ["report", str(runs), "--metric", "ddi"])
     assert bad.exit_code != 0 and "expected TASK=METRIC" in bad.output
@@ -81,9 +81,11 @@ def test_compare_each_tests_every_column_against_the_baseline(tmp_path: Path) ->
                                            "--csv", str(tmp_path / "t.csv")])
     assert result.exit_code == 0, result.output
     assert "| Δ up − standard (verdict) | Δ down − standard (verdict) |" in result.output
-    assert "| +4.00 ± 1.41 (no effect, p=0.156) | -10.00 ± 0.00 (hurts, p=0.000) |" in result.output
+    assert ("| +4.00 [-8.71, +16.71] (no effect, p=0.156, adj. p=0.312) | -10.00 [-10.00, -10.00] (hurts, p=0.000, "
+            "adj. p=0.000) |") in result.output
     header = (tmp_path / "t.csv").read_text().splitlines()[0]
-    assert header.endswith("up delta,up delta sd,up p value,up verdict,down delta,down delta sd,down p value,down verdict")
+    assert header.endswith(("up delta,up delta sd,up p value,up adjusted p,up verdict,down delta,down delta sd,down p value,"
+                            "down adjusted p,down verdict"))
     without = CliRunner().invoke(cli.main, ["report", str(base), "--compare-each"])
     assert without.exit_code != 0 and "--compare-each needs --compare-to" in without.output
 

@@ -8,6 +8,10 @@ training labels and applied to every example of the split being scored:
 - multilabel: the label set each label gets by majority vote over training examples (usually
   empty, since every label is rare);
 - regression: the mean training value (a constant: Pearson/Spearman 0, mse the variance).
+
+Beside it, `best_constant_scores` fits the same constant on the scored split itself (its majority
+class, all `O`): a split whose majority differs from training's is scored by what a constant
+guess really reaches there.
 """
 from __future__ import annotations
 
@@ -47,3 +51,8 @@ def trivial_scores(task: TaskDef, train: Sequence[Example], scored: Sequence[Exa
     else:
         pred = [constant for _ in scored]
     return score_task(task, [ex.label for ex in scored], pred, [ex.group for ex in scored])
+
+
+def best_constant_scores(task: TaskDef, scored: Sequence[Example]) -> dict[str, float]:
+    """`score_task` of the constant fitted on `scored` itself (its majority; all `O` for tagging)."""
+    return trivial_scores(task, scored, scored)

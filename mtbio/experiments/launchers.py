@@ -16,8 +16,9 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
-from mtbio.experiments.sweep import (Cell, check_protocol, dry_run_report, failed_cells, failure_message, record_cells,
-                                     record_protocol, unsettled, work_through, write_summary)
+from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells,
+                                     failure_message, record_cells, record_protocol, unsettled, work_through,
+                                     write_summary)
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import StopRequested, make_accelerator
@@ -40,6 +41,7 @@ def drive_sweep(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef
     state.wait_for_everyone()  # every process has read sweep.json before it is written
     if state.is_main_process:
         record_protocol(sweep_dir, config)
+        declare_metrics(sweep_dir, {name: catalog[name].metric for cell in cells for name in cell.tasks})
         record_cells(sweep_dir, cells)
     if not launch(cells, config, catalog, data_dir, state, sweep_dir, echo):
         return None  # cells are still running elsewhere (SLURM jobs)

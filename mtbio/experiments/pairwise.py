@@ -17,7 +17,7 @@ from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.predict import read_run_tasks
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, read_cells, seeds_of
 from mtbio.reporting.affinity import pruned_pairs, read_json
-from mtbio.reporting.relations import build_relations, write_relations
+from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
 
@@ -39,8 +39,23 @@ def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: RunConfig,
         for a, b in combinations([t.name for t in tasks], 2):
             if keep is not None and frozenset((a, b)) not in keep:
                 continue
-            cells.append(Cell("pair", (a, b), seed, sweep_dir / "pairs" / f"{a}+{b}" / f"seed-{seed}", "refine", lr))
+            cells.append(pair_cell(sweep_dir, (a, b), seed, lr))
     return cells
+
+
+def pair_cell(sweep_dir: Path, pair: tuple[str, ...], seed: int, lr: float) -> Cell:
+    a, b = pair
+    return Cell("pair", (a, b), seed, sweep_dir / "pairs" / f"{a}+{b}" / f"seed-{seed}", "refine", lr)
+
+
+def next_round(relations: dict[str, Any], tasks: list[TaskDef], sweep_dir: Path, config: RunConfig) -> list[Cell]:
+    """The cells of the next adaptive round: one more seed for the cells of every undecided edge."""
+    assert config.max_seeds is not None
+    order = [t.name for t in tasks]
+    lr = config.learning_rate(REFINE_LR)
+    return [baseline_cell(sweep_dir, names[0], seed, lr) if kind == "baseline"
+            else pair_cell(sweep_dir, tuple(sorted(names, key=order.index)), seed, lr)
+            for kind, names, seed in undecided_cells(relations, config.max_seeds)]
 
 
 def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig) -> dict[str, Any]:
@@ -63,7 +78,8 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
                     together[split].setdefault((partner, target), {})[cell.seed] = score
     metrics = {t.name: t.metric for t in tasks}
     test = (baseline["test"], together["test"]) if config.eval_test else None
-    return build_relations(metrics, baseline["dev"], together["dev"], config.alpha, config.min_delta, "dev", test)
+    return build_relations(metrics, baseline["dev"], together["dev"], config.alpha, config.min_delta, "dev", test,
+                           config.correction)
 
 
 def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
@@ -80,9 +96,23 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     sweep_dir = sweep_dir_for(config, tasks, "pairwise")
     keep = pruned(config, tasks, echo)
     cells = pairwise_cells(sweep_dir, tasks, config, keep)
-    relations = drive_sweep(cells, config, catalog.tasks, data_dir, state, sweep_dir,
-                            lambda done: collect_relations(done, tasks, config), write_relations, echo)
-    return sweep_dir, relations
+    collect = lambda done: collect_relations(done, tasks, config)  # noqa: E731
+    while True:
+        relations = drive_sweep(cells, config, catalog.tasks, data_dir, state, sweep_dir, collect, write_relations,
+                                echo)
+        if config.max_seeds is None:
+            return sweep_dir, relations
+        if relations is None and config.dry_run and all(c.done for c in cells):
+            relations = collect(cells)
+            more = next_round(relations, tasks, sweep_dir, config)
+            echo(f"--max-seeds {config.max_seeds}: {len(more)} cell(s) in the next adaptive round"
+                 + "".join(f"\n  {c.describe()}" for c in more))
+            return sweep_dir, None
+        more = [] if relations is None else next_round(relations, tasks, sweep_dir, config)
+        if not more:
+            return sweep_dir, relations
+        echo(f"adaptive seeds: {len(more)} cell(s) for the undecided edges")
+        cells += more
 
 
 def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None]) -> set[frozenset[str]] | None:

@@ -61,7 +61,7 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
         elif cell.kind == "transfer" and cell.from_cell is not None:
             transferred.setdefault((cell.from_cell.parent.name, target), {})[cell.seed] = score
     return build_stilt({t.name: t.metric for t in targets}, [t.name for t in inters], baseline, transferred,
-                       config.alpha, config.min_delta)
+                       config.alpha, config.min_delta, correction=config.correction)
 
 
 def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:

@@ -51,7 +51,8 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
 # Options that do not change what one cell trains: they are not part of the sweep's protocol.
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
+                "min_delta", "correction", "max_seeds",
+                "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
                 "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
                 "slurm_time", "slurm_account", "affinity_every",
                 "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads"}
@@ -152,6 +153,14 @@ def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
     path = sweep_dir / "sweep.json"
     if not path.is_file():
         write_json(path, {"protocol": protocol(config)})
+
+
+def declare_metrics(sweep_dir: Path, metrics: dict[str, str]) -> None:
+    """Write declared.json (task → primary metric) before the sweep's first cell trains; kept once written."""
+    path = sweep_dir / "declared.json"
+    if not path.is_file():
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"primary_metric": metrics}, indent=2) + "\n")
 
 
 def cell_config(config: RunConfig, cell: Cell) -> RunConfig:

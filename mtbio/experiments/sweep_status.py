@@ -2,6 +2,7 @@
 so far, what a running or failed cell printed last, and the time left."""
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import yaml
 
 from mtbio.experiments.cell_locks import failures, held_by_other, lock_path, read_owner
 from mtbio.experiments.sweep import Cell, cell_results, format_duration, read_cells
+from mtbio.reporting.relations import describe_reliability
 
 
 def cell_state(cell: Cell) -> str:
@@ -75,4 +77,8 @@ def status_table(sweep_dir: Path) -> str:
                     f"a cell, {max(counts['running'], 1)} at a time)")
     elif left:
         rows.append("time left: unknown until a cell finishes")
+    for name in ("relations.json", "stilt.json"):  # the graph as last written
+        if (sweep_dir / name).is_file():
+            line = describe_reliability(json.loads((sweep_dir / name).read_text()))
+            rows += [f"{name}: {line}"] if line else []
     return "\n".join(rows)

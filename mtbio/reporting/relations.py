@@ -18,15 +18,18 @@ from typing import Any, Mapping
 from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
 from mtbio.evaluation.metrics import metric_sign
-from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, Scores, compare, summary
+from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, UNDECIDED, Scores, compare, correct,
+                                      summary)
 
 
 
 # ---- pairwise ------------------------------------------------------------------------------------
 def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
                     together: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float, split: str = "dev",
-                    test: tuple[Mapping[str, Scores], Mapping[tuple[str, str], Scores]] | None = None) -> dict[str, Any]:
-    """relations.json: nodes (task, metric, baseline) and one edge per ordered pair (source → target).
+                    test: tuple[Mapping[str, Scores], Mapping[tuple[str, str], Scores]] | None = None,
+                    correction: str = "holm") -> dict[str, Any]:
+    """relations.json: nodes (task, metric, baseline) and one edge per ordered pair (source → target),
+    the family its p values were corrected over, and the graph's reliability across seeds.
 
     `together[(s, t)]` holds t's score when trained with s. With `test`, every node and edge also
     gets its test-split numbers (the verdict stays the dev one).
@@ -50,9 +53,60 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
                 test_edge = compare(test[1][(source, target)], test[0][target], sign, alpha, min_delta)
                 edge["test"] = {k: test_edge[k] for k in ("delta", "sd", "per_seed")}
             edges.append(edge)
+    family = correct({f"{e['source']}->{e['target']}": e for e in edges}, correction, alpha, min_delta)
     seeds = sorted({int(s) for n in nodes for s in n["baseline"]["per_seed"]})
     return {"kind": "pairwise", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta,
-            "rule": RULE, "nodes": nodes, "edges": edges}
+            "rule": RULE, "family": family, "reliability": reliability(edges), "nodes": nodes, "edges": edges}
+
+
+def _rank_reliability(rows: list[list[float]]) -> dict[str, Any]:
+    """rows: one list of edge values per seed (same edge order)."""
+    from itertools import combinations as pairs_of
+    from statistics import fmean
+
+    from scipy.stats import spearmanr
+
+    k = len(rows)
+    r1 = fmean(float(spearmanr(a, b).statistic) for a, b in pairs_of(rows, 2))
+    halves = [(list(h), [i for i in range(k) if i not in h]) for h in pairs_of(range(k), k // 2)]
+    mean_of = lambda idx: [fmean(rows[i][e] for i in idx) for e in range(len(rows[0]))]  # noqa: E731
+    half = fmean(float(spearmanr(mean_of(a), mean_of(b)).statistic) for a, b in halves)
+    full = k * r1 / (1 + (k - 1) * r1)
+    return {"seed_pair_spearman": r1, "split_half": half, "split_half_corrected": 2 * half / (1 + half),
+            "spearman_brown": full, "noise_ceiling": max(full, 0.0) ** 0.5}
+
+
+def reliability(edges: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How well the edge ranking repeats across seeds, over the seeds every edge has: the mean
+    seed-pair Spearman r₁, the split-half Spearman (mean over splits, and Spearman–Brown corrected),
+    the reliability of the K-seed mean K·r₁/(1+(K−1)·r₁) and its square root, the noise ceiling of
+    any predictor of the graph; `within_target` repeats it with each seed's Δ centred per target."""
+    seeds = sorted(set.intersection(*(set(e["per_seed"]) for e in edges)), key=int) if edges else []
+    if len(seeds) < 2 or len(edges) < 3:
+        return None
+    rows = [[e["per_seed"][s]["delta"] for e in edges] for s in seeds]
+    centred = []
+    for row in rows:
+        by_target: dict[str, list[float]] = {}
+        for edge, value in zip(edges, row):
+            by_target.setdefault(edge["target"], []).append(value)
+        centred.append([v - sum(by_target[e["target"]]) / len(by_target[e["target"]]) for e, v in zip(edges, row)])
+    return {"seeds": [int(s) for s in seeds], **_rank_reliability(rows), "within_target": _rank_reliability(centred)}
+
+
+def undecided_cells(relations: dict[str, Any], max_seeds: int) -> list[tuple[str, tuple[str, ...], int]]:
+    """The next adaptive round: for each undecided edge with fewer than `max_seeds` seeds, its
+    target's baseline and its pair at the edge's next seed, as (kind, tasks, seed), each cell once."""
+    out: list[tuple[str, tuple[str, ...], int]] = []
+    for edge in relations["edges"]:
+        if edge["state"] != UNDECIDED or edge["n_seeds"] >= max_seeds:
+            continue
+        seed = max(int(s) for s in edge["per_seed"]) + 1
+        pair = tuple(sorted((edge["source"], edge["target"])))
+        for cell in (("baseline", (edge["target"],), seed), ("pair", pair, seed)):
+            if cell not in out:
+                out.append(cell)
+    return out
 
 
 def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float | None]]]:
@@ -124,7 +178,7 @@ def write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str
 # ---- STILT ---------------------------------------------------------------------------------------
 def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: Mapping[str, Scores],
                 transferred: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float,
-                split: str = "dev") -> dict[str, Any]:
+                split: str = "dev", correction: str = "holm") -> dict[str, Any]:
     """stilt.json: per target its baseline and, per intermediate task, the transferred score and Δ.
 
     `transferred[(i, t)]` holds t's score after training on i first.
@@ -138,9 +192,12 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
                                        alpha, min_delta)
         rows.append({"target": target, "metric": metrics[target], "baseline": summary(baseline[target]),
                      "intermediate": cells})
+    family = correct({f"{i}->{r['target']}": c for r in rows for i, c in r["intermediate"].items()}, correction,
+                     alpha, min_delta)
+    edges = [{"source": i, "target": r["target"], **c} for r in rows for i, c in r["intermediate"].items()]
     seeds = sorted({int(s) for r in rows for s in r["baseline"]["per_seed"]})
     return {"kind": "stilt", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
-            "intermediates": intermediates, "targets": rows}
+            "family": family, "reliability": reliability(edges), "intermediates": intermediates, "targets": rows}
 
 
 def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
@@ -211,6 +268,32 @@ def _legend(data: dict[str, Any]) -> str:
             f"no effect (alpha {data['alpha']:g}, min delta {data['min_delta']:g})")
 
 
+def describe_reliability(data: dict[str, Any]) -> str:
+    """One line on how well the graph's edge ranking repeats across seeds (empty without figures)."""
+    figures = data.get("reliability")
+    if not figures:
+        return ""
+    within = figures["within_target"]
+    return (f"reliability over seeds {', '.join(map(str, figures['seeds']))}: mean seed-pair Spearman "
+            f"{figures['seed_pair_spearman']:+.2f}, split-half {figures['split_half']:+.2f}, Spearman–Brown "
+            f"{figures['spearman_brown']:+.2f}, noise ceiling {figures['noise_ceiling']:.2f}; within target "
+            f"{within['seed_pair_spearman']:+.2f} / {within['spearman_brown']:+.2f} / ceiling "
+            f"{within['noise_ceiling']:.2f}")
+
+
+def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:
+    """Per edge: seeds, Δ with its interval, p and adjusted p, verdict and state."""
+    lines = [f"family: {family['correction']} over {family['m']} tests" if family else "family: not corrected"]
+    for name, cell in named:
+        ci = cell.get("ci")
+        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
+        p = "" if cell["p_value"] is None else f", p {cell['p_value']:.3f}"
+        adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
+        lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
+                     f"{cell['verdict']}, {cell.get('state', '?')}")
+    return lines
+
+
 def _report_pairwise(relations: dict[str, Any]) -> str:
     tasks = [n["task"] for n in relations["nodes"]]
     edges = {(e["target"], e["source"]): e for e in relations["edges"]}
@@ -224,7 +307,9 @@ def _report_pairwise(relations: dict[str, Any]) -> str:
              _legend(relations), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
     for target in tasks:
         lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
-    return "\n".join(lines)
+    lines += ["", *_evidence_lines([(f"{e['source']} → {e['target']}", e) for e in relations["edges"]],
+                                   relations.get("family")), describe_reliability(relations)]
+    return "\n".join(lines).rstrip()
 
 
 def _report_stilt(stilt: dict[str, Any]) -> str:
@@ -239,4 +324,7 @@ def _report_stilt(stilt: dict[str, Any]) -> str:
              _legend(stilt), "", _table(["target", "baseline", *inters], rows), "", "most helpful intermediate task:"]
     for row in stilt["targets"]:
         lines.append(f"  {row['target']}: {_best(list(row['intermediate'].items()))}")
-    return "\n".join(lines)
+    lines += ["", *_evidence_lines([(f"{i} → {r['target']}", c) for r in stilt["targets"]
+                                    for i, c in r["intermediate"].items()], stilt.get("family")),
+              describe_reliability(stilt)]
+    return "\n".join(lines).rstrip()

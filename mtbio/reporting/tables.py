@@ -28,9 +28,9 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
-from mtbio.fileio import open_for_write
 from mtbio.evaluation.metrics import metric_scale, metric_sign
-from mtbio.reporting.verdicts import compare
+from mtbio.fileio import open_for_write
+from mtbio.reporting.verdicts import compare, correct
 from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
@@ -45,6 +45,7 @@ class TaskScores:
     task: str
     metric: str
     category: str
+    declared: str  # the primary metric the run recorded before it trained
     by_seed: dict[int, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -75,20 +76,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def read_run_scores(run_dir: Path, split: str,
-                    metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, int, float]]:
-    """(task, metric, category, seed, score) for every task of the run scored on `split`: the task's
-    primary metric, or the one `metrics` names for it (any metric the run saved, e.g. ddi → macro_f1)."""
+                    metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str, int, float]]:
+    """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
+    the task's primary (declared) metric, or the one `metrics` names (any metric the run saved)."""
     results = read_results(run_dir)
     config_path = run_dir / "config.yaml"
     seed = int(_read_yaml(config_path).get("seed", 0)) if config_path.is_file() else 0
     rows = []
     for task, scores in (results.get(split) or {}).items():
         definition = _read_yaml(run_dir / "tasks" / f"{task}.yml")
-        metric = (metrics or {}).get(task) or str(definition.get("metric"))
+        declared = str(definition.get("metric"))
+        metric = (metrics or {}).get(task) or declared
         if metric not in scores:
             raise MtbioError(f"{results_path(run_dir)}: {split} scores of '{task}' lack the metric '{metric}' "
                              f"(saved: {', '.join(sorted(scores))})")
-        rows.append((task, metric, str(definition.get("category", "other")), seed, float(scores[metric])))
+        rows.append((task, metric, declared, str(definition.get("category", "other")), seed, float(scores[metric])))
     return rows
 
 
@@ -96,8 +98,8 @@ def collect_column(path: Path, split: str, metrics: Mapping[str, str] | None = N
     """Task → scores per seed, over every run under `path` (primary metrics, or those `metrics` names)."""
     column: dict[str, TaskScores] = {}
     for run_dir in run_dirs_under(path):
-        for task, metric, category, seed, value in read_run_scores(run_dir, split, metrics):
-            entry = column.setdefault(task, TaskScores(task, metric, category))
+        for task, metric, declared, category, seed, value in read_run_scores(run_dir, split, metrics):
+            entry = column.setdefault(task, TaskScores(task, metric, category, declared))
             if seed in entry.by_seed:
                 raise MtbioError(f"{path}: two runs of task '{task}' with seed {seed} (one column is one setting)")
             entry.by_seed[seed] = value
@@ -148,7 +150,7 @@ def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], 
             continue
         result = compare(columns[column][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
                          alpha, min_delta)
-        out.append({k: result[k] for k in ("delta", "sd", "p_value", "verdict", "n_seeds")})
+        out.append({k: result[k] for k in ("delta", "sd", "ci", "p_value", "verdict", "n_seeds")})
     return out
 
 
@@ -168,11 +170,11 @@ def write_curves(run_dir: Path) -> Path:
 
 def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
                    metrics: Mapping[str, str] | None = None) -> dict[str, float]:
-    """Task → the trivial predictor's score on `split` (fitted on the full training set) in the task's
-    primary metric or the one `metrics` names, for every task of the runs under `paths`, from the
-    task definitions the runs saved in tasks/."""
+    """Task → the better of two trivial scores on `split`, the training-majority constant and the
+    split's own best constant, in the task's primary metric or the one `metrics` names, for every
+    task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
     from mtbio.data.loading import read_split
-    from mtbio.evaluation.trivial import trivial_scores
+    from mtbio.evaluation.trivial import best_constant_scores, trivial_scores
     from mtbio.tasks.loading import load_task_def, require_data
 
     definitions: dict[str, Any] = {}
@@ -185,19 +187,23 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
     for name, task in definitions.items():
         require_data(task, data_dir)
         assert data_dir is not None
-        scores = trivial_scores(task, read_split(task, "train", data_dir), read_split(task, split, data_dir))
-        out[name] = scores[(metrics or {}).get(name) or task.metric]
+        scored = read_split(task, split, data_dir)
+        metric = (metrics or {}).get(name) or task.metric
+        both = [trivial_scores(task, read_split(task, "train", data_dir), scored)[metric],
+                best_constant_scores(task, scored)[metric]]
+        out[name] = min(both) if metric_sign(metric) < 0 else max(both)
     return out
 
 
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
                  alpha: float = 0.05, min_delta: float = 0.01,
-                 metrics: Mapping[str, str] | None = None, compare_each: bool = False) -> dict[str, Any]:
+                 metrics: Mapping[str, str] | None = None, compare_each: bool = False,
+                 correction: str = "holm") -> dict[str, Any]:
     """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
     the trivial scores (task → score) and the verdict of the last column (`compare_each`: of every
-    other column) against `compare_to`. `metrics` scores the tasks it names by another saved metric
-    than their primary one (rows and summaries)."""
+    other column) against `compare_to`, p adjusted across all of the table's tests (`correction`).
+    `metrics` scores the tasks it names by another saved metric than their primary one."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
     names = [Path(p).name or str(p) for p in paths]
@@ -213,7 +219,7 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
             info.setdefault(task, scores)
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     tasks = sorted(info, key=lambda t: (order.get(info[t].category, len(order)), t))
-    rows = [{"task": t, "metric": info[t].metric, "category": info[t].category,
+    rows = [{"task": t, "metric": info[t].metric, "declared": info[t].declared, "category": info[t].category,
              "trivial": None if trivial is None else trivial.get(t),
              "cells": [col[t].summary() if t in col else None for col in columns]} for t in tasks]
     benchmarks = _benchmarks()
@@ -245,9 +251,13 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
         versus = [i for i in range(len(labels)) if i != baseline] if compare_each else [len(labels) - 1]
         report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "versus": [labels[i] for i in versus],
                                 "alpha": alpha, "min_delta": min_delta}
+        family: dict[str, dict[str, Any]] = {}
         for i in versus:
             for row, verdict in zip(rows, _verdicts(rows, columns, baseline, i, alpha, min_delta)):
                 row.setdefault("verdicts", {})[labels[i]] = verdict
+                if verdict is not None:
+                    family[f"{row['task']}: {labels[i]}"] = verdict
+        report["compare_to"]["family"] = correct(family, correction, alpha, min_delta)
         for row in rows:  # the last column's verdict, also under its old key
             row["verdict"] = row["verdicts"].get(labels[-1])
     return report
@@ -274,6 +284,11 @@ def _near_trivial(cell: dict[str, Any] | None, row: dict[str, Any]) -> bool:
     return metric_sign(row["metric"]) * (cell["mean"] - row["trivial"]) < NEAR_TRIVIAL
 
 
+def metric_label(metric: str, declared: str | None) -> str:
+    """The metric's name, labelled post hoc when it is not the one declared before training."""
+    return metric if declared in (None, metric) else f"{metric}, post hoc (declared: {declared})"
+
+
 def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
     if cell is None:
         return "–"
@@ -284,9 +299,12 @@ def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
 def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
     if verdict is None:
         return "–"
-    sd = f" ± {verdict['sd'] * 100:.2f}" if verdict["sd"] is not None else ""
+    ci = verdict.get("ci")
+    interval = f" [{ci[0] * 100:+.2f}, {ci[1] * 100:+.2f}]" if ci is not None else ""
     p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
-    return f"{verdict['delta'] * 100:+.2f}{sd} ({verdict['verdict']}{p})"
+    if verdict.get("p_adjusted") is not None:
+        p += f", adj. p={verdict['p_adjusted']:.3f}"
+    return f"{verdict['delta'] * 100:+.2f}{interval} ({verdict['verdict']}{p})"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -308,7 +326,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         cells = ([_fmt(None if row["trivial"] is None else {"mean": row["trivial"], "sd": None}, scale)]
                  if trivial else []) + [_fmt(c, scale) + (" ‡" if mark else "") for c, mark in zip(row["cells"], near)]
         cells += [_fmt_verdict(v) for v in _row_verdicts(row, tested)]
-        lines.append(f"| {kind} | {row['task']} ({row['metric']}) | {' | '.join(cells)} |")
+        lines.append(f"| {kind} | {row['task']} ({metric_label(row['metric'], row.get('declared'))}) | "
+                     f"{' | '.join(cells)} |")
     marks: list[str] = []
     for key, title in SUMMARY_TITLES.items():
         entries = report["summaries"][key]
@@ -325,15 +344,19 @@ def to_markdown(report: dict[str, Any]) -> str:
     metric_text = "primary metric" if not report.get("metric_overrides") else "metric as named per row"
     notes = [f"{report['split']} split, {metric_text} ×100 ({seeds_text}; sd is the sample sd)."]
     if trivial:
-        notes.append("trivial: the score without learning (majority training class; all `O` for NER).")
+        notes.append("trivial: the score without learning, the better of the majority training class and the "
+                     "scored split's own majority class (all `O` for NER).")
     if unlearned:
         notes.append(f"‡ less than {NEAR_TRIVIAL * 100:g} point above the trivial score: the task was not learned "
                      "there; not a result.")
     if versus:
         column = tested[0] if len(tested) == 1 else "column"
-        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean ± sd; verdict by a paired "
-                     f"t-test over seeds (improves/hurts when p < {versus['alpha']} and |Δ| ≥ "
-                     f"{versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges edges).")
+        family = versus["family"]
+        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean [{(1 - versus['alpha']) * 100:g}% "
+                     f"t interval]; verdict by a paired t-test over seeds (improves/hurts when the adjusted p < "
+                     f"{versus['alpha']} and |Δ| ≥ {versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges "
+                     f"edges). Correction: {family['correction']} over the family of {family['m']} tests "
+                     f"({'; '.join(family['tests'])}).")
     for task, metric in sorted(report.get("metric_overrides", {}).items()):
         notes.append(f"{task} is scored by {metric} here, not its primary metric (`--metric {task}={metric}`): the "
                      "plain and BLUE averages use it, the BLURB score leaves the task out.")
@@ -350,7 +373,8 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
     for column in report["columns"]:
         header += [f"{column['label']} mean", f"{column['label']} sd", f"{column['label']} n"]
     tested = _versus(report)
-    fields = ["delta", "delta sd", "p value", "verdict"]
+    keys = ("delta", "sd", "p_value", "p_adjusted", "verdict")
+    fields = ["delta", "delta sd", "p value", "adjusted p", "verdict"]
     header += fields if len(tested) == 1 else [f"{label} {f}" for label in tested for f in fields]
 
     def cells(entries: list[dict[str, Any] | None]) -> list[Any]:
@@ -365,11 +389,12 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
         for row in report["rows"]:
             trivial = [row["trivial"]] if report.get("has_trivial") else []
             extra = [(verdict or {}).get(key, "") for verdict in _row_verdicts(row, tested)
-                     for key in ("delta", "sd", "p_value", "verdict")]
-            writer.writerow([row["category"], row["task"], row["metric"], *trivial, *cells(row["cells"]), *extra])
+                     for key in keys]
+            metric = metric_label(row["metric"], row.get("declared"))
+            writer.writerow([row["category"], row["task"], metric, *trivial, *cells(row["cells"]), *extra])
         for key, title in SUMMARY_TITLES.items():
             writer.writerow(["", title, "", *([""] if report.get("has_trivial") else []),
-                             *cells(report["summaries"][key]), *([""] * 4 * len(tested))])
+                             *cells(report["summaries"][key]), *([""] * len(keys) * len(tested))])
 
 
 def seed_summary(runs: Sequence[tuple[Path, dict[str, Any]]], split: str = "dev") -> str:

@@ -123,6 +123,11 @@ class RunConfig(BaseModel):
                            "hold.", group="sweep")
     alpha: float = option(0.05, "Significance level of the paired t-test over seeds.", group="sweep", gt=0, lt=1)
     min_delta: float = option(0.01, "Smallest |mean Δ| that counts as an effect.", group="sweep", ge=0)
+    correction: Literal["holm", "bh", "none"] = option(
+        "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
+        group="sweep")
+    max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
+                                   "undecided edges, round by round, up to N seeds.", group="sweep", ge=2)
     launcher: Literal["local", "ray", "slurm"] = option(
         "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
         "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
