@@ -36,7 +36,8 @@ def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
         assert ("| type | task (metric) | trivial | standard | freeze | layerwise-decay | reinit | Δ freeze − standard "
                 "(verdict) | Δ layerwise-decay − standard (verdict) | Δ reinit − standard (verdict) |") in text
         row = next(line for line in text.splitlines() if line.startswith("| NLI | demo-nli (accuracy) |"))
-        assert row.count("±") == 4 + 3 and row.split("|")[3].strip() not in ("", "–")   # the trivial score
+        # four score columns (mean ± sd), three Δ columns with their intervals, and the trivial score
+        assert row.count("±") == 4 and row.count("] (") == 3 and row.split("|")[3].strip() not in ("", "–")
         assert (tmp_path / "runs" / f"table-{split}.csv").is_file()
     commands = (tmp_path / "runs" / "commands.md").read_text()
     assert "--freeze-layers 1" in commands and "--layerwise-lr-decay 0.8" in commands and "--reinit-layers 1" in commands

@@ -418,3 +418,27 @@ def test_a_lower_is_better_metric_keeps_its_best_checkpoint(tmp_path: Path, tiny
     results = json.loads((run / "results.json").read_text())
     assert results["best_step"] == min(mse, key=mse.get)
     assert results["dev"]["demo-sts"]["mse"] == min(mse.values())
+
+
+def test_a_run_that_learns_nothing_says_so_and_its_card_too(tmp_path: Path, tiny_encoder: str) -> None:
+    """A task left within a point of its trivial score gets a warning line, `not_learned` in results.json
+    (beside each task's trivial score) and a "Not learned" line on its exported model card."""
+    import json
+
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+    from mtbio.experiments.demo import SAMPLE_DIR
+
+    run = tmp_path / "run"
+    done = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--task-defs", str(SAMPLE_DIR / "task_defs"),
+                                     "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "1",
+                                     "--lr", "1e-9", "--output", str(run)])
+    assert done.exit_code == 0, done.output
+    assert "demo-nli: not learned: dev accuracy" in done.output
+    results = json.loads((run / "demo-nli" / "results.json").read_text())
+    assert results["not_learned"] == ["demo-nli"] and 0 < results["trivial"]["demo-nli"] < 1
+    done = CliRunner().invoke(main, ["export", str(run / "demo-nli"), "--task", "demo-nli", "--output",
+                                     str(tmp_path / "export")])
+    assert done.exit_code == 0, done.output
+    assert "**Not learned:**" in (tmp_path / "export" / "README.md").read_text()

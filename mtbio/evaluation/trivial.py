@@ -22,7 +22,7 @@ import numpy as np
 
 from mtbio.data.example import Example, Label
 from mtbio.errors import MtbioError
-from mtbio.evaluation.metrics import score_task
+from mtbio.evaluation.metrics import metric_sign, score_task
 from mtbio.tasks.schema import TaskDef
 
 
@@ -56,3 +56,19 @@ def trivial_scores(task: TaskDef, train: Sequence[Example], scored: Sequence[Exa
 def best_constant_scores(task: TaskDef, scored: Sequence[Example]) -> dict[str, float]:
     """`score_task` of the constant fitted on `scored` itself (its majority; all `O` for tagging)."""
     return trivial_scores(task, scored, scored)
+
+
+NEAR_TRIVIAL = 0.01  # a score this close to the trivial one (or worse) is "not learned"
+
+
+def trivial_score(task: TaskDef, train: Sequence[Example], scored: Sequence[Example], metric: str | None = None) -> float:
+    """The trivial score of `metric` (default: the task's) on `scored`: the better of the training-majority
+    constant and the best constant on `scored` itself."""
+    metric = metric or task.metric
+    both = [trivial_scores(task, train, scored)[metric], best_constant_scores(task, scored)[metric]]
+    return min(both) if metric_sign(metric) < 0 else max(both)
+
+
+def near_trivial(score: float, trivial: float, metric: str) -> bool:
+    """Whether `score` is within NEAR_TRIVIAL of `trivial`, or below it (in the metric's direction)."""
+    return metric_sign(metric) * (score - trivial) < NEAR_TRIVIAL

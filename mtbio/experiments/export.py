@@ -169,14 +169,9 @@ def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
     return encoder, []
 
 
-def not_learned(results: dict[str, Any], task: str, metric_value: float | None) -> bool:
-    """A task the run left within a point of its trivial score: `results["tasks"][task]["not_learned"]` when the run
-    wrote it, else computed from `results["trivial"][task]` (absent: False)."""
-    tasks = results.get("tasks")
-    if isinstance(tasks, dict) and isinstance(tasks.get(task), dict) and "not_learned" in tasks[task]:
-        return bool(tasks[task]["not_learned"])
-    trivial = (results.get("trivial") or {}).get(task)
-    return metric_value is not None and isinstance(trivial, (int, float)) and metric_value - trivial < 0.01
+def not_learned(results: dict[str, Any], task: str) -> bool:
+    """A task the run left within a point of its trivial score (results.json's `not_learned`)."""
+    return task in (results.get("not_learned") or [])
 
 
 def _yaml(path: Path) -> dict[str, Any]:
@@ -213,7 +208,7 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
     header = [line.lstrip("# ").rstrip() for line in _task_comments(run_dir, task)]
     table = "\n".join(["| split | metric | value |", "|---|---|---|",
                        *[f"| {s} | {m} | {v:.4f} |" for s, values in scores.items() for m, v in values.items()]])
-    flag = not_learned(results, task, scores["dev"].get(definition.metric))
+    flag = not_learned(results, task)
     lines = [f"# {task}: {definition.description or definition.name}", "",
              f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with transformers alone "
              f"(`{auto_class}`).", "",

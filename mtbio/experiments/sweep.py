@@ -159,8 +159,7 @@ def declare_metrics(sweep_dir: Path, metrics: dict[str, str]) -> None:
     """Write declared.json (task → primary metric) before the sweep's first cell trains; kept once written."""
     path = sweep_dir / "declared.json"
     if not path.is_file():
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"primary_metric": metrics}, indent=2) + "\n")
+        write_json(path, {"primary_metric": metrics})
 
 
 def cell_config(config: RunConfig, cell: Cell) -> RunConfig:

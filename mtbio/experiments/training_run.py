@@ -24,6 +24,7 @@ from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
+from mtbio.evaluation.trivial import near_trivial, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
@@ -178,6 +179,14 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     accelerator.wait_for_everyone()
 
     dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
+    trivial = {t.name: trivial_score(t, data[t.name].splits["train"].examples, data[t.name].splits["dev"].examples)
+               for t in tasks}
+    not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
+                                                                                  t.metric))
+    for name in not_learned:
+        task = next(t for t in tasks if t.name == name)
+        log.warning("%s: not learned: dev %s %.4f is within a point of its trivial score %.4f (check the learning "
+                    "rate and the training length)", name, task.metric, dev[name][task.metric], trivial[name])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
         best, _ = load_model(run_dir, [t.name for t in tasks])
@@ -193,6 +202,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "selection_score": state.best_score,
         "dev": dev,
         "test": test,
+        "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
+        "not_learned": not_learned,
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows

@@ -29,6 +29,7 @@ import yaml
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.metrics import metric_scale, metric_sign
+from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
 from mtbio.reporting.verdicts import compare, correct
 from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
@@ -174,7 +175,7 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
     split's own best constant, in the task's primary metric or the one `metrics` names, for every
     task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
     from mtbio.data.loading import read_split
-    from mtbio.evaluation.trivial import best_constant_scores, trivial_scores
+    from mtbio.evaluation.trivial import trivial_score
     from mtbio.tasks.loading import load_task_def, require_data
 
     definitions: dict[str, Any] = {}
@@ -189,9 +190,7 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
         assert data_dir is not None
         scored = read_split(task, split, data_dir)
         metric = (metrics or {}).get(name) or task.metric
-        both = [trivial_scores(task, read_split(task, "train", data_dir), scored)[metric],
-                best_constant_scores(task, scored)[metric]]
-        out[name] = min(both) if metric_sign(metric) < 0 else max(both)
+        out[name] = trivial_score(task, read_split(task, "train", data_dir), scored, metric)
     return out
 
 
@@ -274,14 +273,11 @@ def _row_verdicts(row: dict[str, Any], tested: list[str]) -> list[dict[str, Any]
     return [row["verdicts"].get(label) for label in tested]
 
 
-NEAR_TRIVIAL = 0.01  # a mean this close to the trivial score (or worse) is marked as not learned
-
-
 def _near_trivial(cell: dict[str, Any] | None, row: dict[str, Any]) -> bool:
-    """Whether a cell's mean is within NEAR_TRIVIAL of its task's trivial score, or below it."""
+    """Whether a cell's mean is within a point of its task's trivial score, or below it."""
     if cell is None or row.get("trivial") is None:
         return False
-    return metric_sign(row["metric"]) * (cell["mean"] - row["trivial"]) < NEAR_TRIVIAL
+    return near_trivial(cell["mean"], row["trivial"], row["metric"])
 
 
 def metric_label(metric: str, declared: str | None) -> str:
