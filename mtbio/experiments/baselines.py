@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mtbio.data.loading import read_split
-from mtbio.evaluation.trivial import trivial_scores
+from mtbio.evaluation.trivial import trivial_score
 from mtbio.experiments.common import data_dir_for, resolve_tasks
 from mtbio.logs import run_log
 from mtbio.model.encoder import load_encoder, load_tokenizer, resolve_encoder_name
@@ -30,7 +30,7 @@ def no_training_table(config: RunConfig, split: str = "dev") -> dict[str, Any]:
             assert data_dir is not None
             train = read_split(task, "train", data_dir, config.max_train_examples)
             scored = read_split(task, split, data_dir)
-            found = {"trivial": trivial_scores(task, train, scored),
+            found = {"trivial": {task.metric: trivial_score(task, train, scored)},
                      **no_training_scores(task, encoder, tokenizer, train, scored, config.max_length)}
             rows.append({"task": task.name, "metric": task.metric, "train_examples": len(train),
                          **{name: found[name][task.metric] if name in found else None for name in COLUMNS}})
