@@ -113,15 +113,26 @@ def ensure_writable(path: Path | str) -> Path:
     return path
 
 
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """A temporary name beside `path` to write to; renamed onto `path` when the block ends, removed if it
+    fails. A failed write is one `WriteError` line naming `path`."""
+    tmp = _tmp_name(path)
+    try:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            yield tmp
+            tmp.replace(path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
 def write_text(path: Path | str, text: str) -> Path:
     """Write `text` (UTF-8) atomically: a temporary file renamed into place."""
     path = Path(path)
-    tmp = _tmp_name(path)
-    with writing(path, cleanup=tmp):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-        tmp.replace(path)
+    with _atomic(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
     return path
 
 
@@ -135,20 +146,16 @@ def open_for_write(path: Path | str, mode: str = "w", newline: str | None = None
     """A text handle for streamed output. `w`: written under a temporary name and renamed into place
     when the block ends; `a`: appended in place. A failed write is one `WriteError` line."""
     path = Path(path)
-    if mode not in ("w", "a"):
-        raise ValueError(f"mode {mode!r}: 'w' or 'a'")
-    target = _tmp_name(path) if mode == "w" else path
-    try:
+    if mode == "w":
+        with _atomic(path) as tmp, tmp.open("w", encoding="utf-8", newline=newline) as handle:
+            yield handle
+    elif mode == "a":
         with writing(path):
             path.parent.mkdir(parents=True, exist_ok=True)
-            with target.open(mode, encoding="utf-8", newline=newline) as handle:
+            with path.open("a", encoding="utf-8", newline=newline) as handle:
                 yield handle
-            if mode == "w":
-                target.replace(path)
-    except BaseException:
-        if mode == "w":
-            _remove(target)
-        raise
+    else:
+        raise ValueError(f"mode {mode!r}: 'w' or 'a'")
 
 
 def save_tensors(tensors: dict[str, Any], path: Path | str, metadata: dict[str, str] | None = None) -> Path:
@@ -156,10 +163,8 @@ def save_tensors(tensors: dict[str, Any], path: Path | str, metadata: dict[str, 
     from safetensors.torch import save_file
 
     path = Path(path)
-    tmp = _tmp_name(path)
-    with writing(path, cleanup=tmp):
+    with _atomic(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
-        tmp.replace(path)
     return path
 
 
@@ -168,10 +173,8 @@ def save_module(module: Any, path: Path | str) -> Path:
     from safetensors.torch import save_model
 
     path = Path(path)
-    tmp = _tmp_name(path)
-    with writing(path, cleanup=tmp):
+    with _atomic(path) as tmp:
         save_model(module, str(tmp))
-        tmp.replace(path)
     return path
 
 
@@ -186,11 +189,8 @@ def save_pretrained(obj: Any, directory: Path | str) -> Path:
 def save_figure(fig: Any, path: Path | str, **kwargs: Any) -> Path:
     """A matplotlib figure, written atomically (the format follows the path's suffix)."""
     path = Path(path)
-    tmp = _tmp_name(path)
-    with writing(path, cleanup=tmp):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    with _atomic(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
-        tmp.replace(path)
     return path
 
 

@@ -183,10 +183,10 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                for t in tasks}
     not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
                                                                                   t.metric))
-    for name in not_learned:
-        task = next(t for t in tasks if t.name == name)
+    for task in (t for t in tasks if t.name in not_learned):
         log.warning("%s: not learned: dev %s %.4f is within a point of its trivial score %.4f (check the learning "
-                    "rate and the training length)", name, task.metric, dev[name][task.metric], trivial[name])
+                    "rate and the training length)", task.name, task.metric, dev[task.name][task.metric],
+                    trivial[task.name])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
         best, _ = load_model(run_dir, [t.name for t in tasks])
