@@ -5,6 +5,7 @@
 #
 #   bash examples/pairwise.sh biomedical          # resumes: finished cells are skipped
 #   bash examples/pairwise.sh clinical-public
+#   MAX_SEEDS=8 bash examples/pairwise.sh biomedical   # adaptive: more seeds for undecided edges, up to 8
 #
 # The sweep directory is examples/pairwise_<domain>/ itself: a finished cell's small files
 # (results.json, config.yaml, metrics.jsonl, tasks/) are committed, its weights are ignored by git
@@ -25,10 +26,13 @@ TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval
 OUT=${OUT:-$HERE/pairwise_${DOMAIN//-/_}}
 PARALLEL=${PARALLEL:-1}
 MTBIO=${MTBIO:-mtbio}
+MAX_SEEDS=${MAX_SEEDS:-}                            # adaptive seeds up to this many (--max-seeds)
 
 read -r -a train_args <<< "$TRAIN_ARGS"
 read -r -a seeds <<< "$SEEDS"
 select=(--domain "$DOMAIN")
 [ -n "$TASKS" ] && select=(--tasks "$TASKS")
+adaptive=()
+[ -n "$MAX_SEEDS" ] && adaptive=(--max-seeds "$MAX_SEEDS")
 "$MTBIO" pairwise "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}" \
-    --output "$OUT" --seed "${seeds[0]}" --seeds "${#seeds[@]}" --parallel "$PARALLEL"
+    --output "$OUT" --seed "${seeds[0]}" --seeds "${#seeds[@]}" --parallel "$PARALLEL" "${adaptive[@]}"
