@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Predicted task-relation graph of one domain (mtbio affinity: one joint run per seed, lookahead
 # affinity and gradient cosine), then its check against the measured pairwise graph of
-# examples/pairwise.sh at the same scale: the recipe (examples/recipes/minilm.yml), 2,000 training
+# examples/pairwise.sh at the same scale: the recipe (mtbio/training/recipes/minilm.yml), 2,000 training
 # examples per task, bf16, seeds 42-44, but ONE epoch (a third of a cell's schedule) with a
 # measurement every 25 steps.
 #
@@ -20,7 +20,7 @@ TASKS=${TASKS:-}                                    # a task list instead of the
 SEEDS=${SEEDS:-3}                                   # seeds 42, 43, ... (--seed below)
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}
-RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}
+RECIPE=${RECIPE:-minilm}
 TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
 AFFINITY_ARGS=${AFFINITY_ARGS:---epochs 1 --affinity-every 25}
 OUT=${OUT:-$HERE/affinity_${DOMAIN//-/_}}
@@ -33,7 +33,7 @@ select=(--domain "$DOMAIN")
 [ -n "$TASKS" ] && select=(--tasks "$TASKS")
 
 if [ ! -f "$OUT/affinity.json" ]; then
-  "$MTBIO" affinity "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" \
+  "$MTBIO" affinity "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" \
       "${train_args[@]}" "${affinity_args[@]}" --seed 42 --seeds "$SEEDS" --output "$OUT"
 fi
 if [ -f "$PAIRWISE/relations.json" ]; then

@@ -21,7 +21,7 @@ DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}                          # the packaged MiniLM-L6
 OUT=${OUT:-runs/mtbert-biomedical}                  # run directories, with weights
 RESULTS=${RESULTS:-$HERE/mtbert_biomedical}        # small files of finished cells, committed: the study resumes from them
-RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}          # the recipe settled by examples/recipe_search.sh
+RECIPE=${RECIPE:-minilm}          # the recipe settled by examples/recipe_search.sh
 # the same for every row: 2,000 training examples per task, bf16, dev scored once at the end (the
 # recipe's epoch count was chosen on dev by the search)
 TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
@@ -30,7 +30,7 @@ PARALLEL=${PARALLEL:-1}                             # seeds trained at once (eac
 MTBIO=${MTBIO:-mtbio}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
-common=(--data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}" --resume)
+common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" "${train_args[@]}" --resume)
 [[ " $SPLITS " == *" test "* ]] && common+=(--eval-test)
 tasks=${TASKS//,/ }                                 # task names, not aliases: each is a cell
 

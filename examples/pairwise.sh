@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pairwise task-relation graph of one domain at the Table 3 scale (examples/mtbert_biomedical.md):
-# the packaged MiniLM-L6 with the recipe settled on dev (examples/recipes/minilm.yml), 2,000 training
+# the packaged MiniLM-L6 with the recipe settled on dev (mtbio/training/recipes/minilm.yml), 2,000 training
 # examples per task, bf16, dev scored once at the end of each cell, seeds 42, 43, 44.
 #
 #   bash examples/pairwise.sh biomedical          # resumes: finished cells are skipped
@@ -21,7 +21,7 @@ TASKS=${TASKS:-}                                    # a task list instead of the
 SEEDS=${SEEDS:-42 43 44}
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}
-RECIPE=${RECIPE:-$HERE/recipes/minilm.yml}
+RECIPE=${RECIPE:-minilm}
 TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
 OUT=${OUT:-$HERE/pairwise_${DOMAIN//-/_}}
 PARALLEL=${PARALLEL:-1}
@@ -34,5 +34,5 @@ select=(--domain "$DOMAIN")
 [ -n "$TASKS" ] && select=(--tasks "$TASKS")
 adaptive=()
 [ -n "$MAX_SEEDS" ] && adaptive=(--max-seeds "$MAX_SEEDS")
-"$MTBIO" pairwise "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --config "$RECIPE" "${train_args[@]}" \
+"$MTBIO" pairwise "${select[@]}" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" "${train_args[@]}" \
     --output "$OUT" --seed "${seeds[0]}" --seeds "${#seeds[@]}" --parallel "$PARALLEL" "${adaptive[@]}"

@@ -4,13 +4,14 @@ Layers, each importing only from those before it (ARCHITECTURE.md; tests/test_ar
 task definitions (`mtbio.tasks`) → readers and featurization (`mtbio.data`) → metrics
 (`mtbio.evaluation`) → shared encoder and heads (`mtbio.model`) → training loop (`mtbio.training`)
 → tables, verdicts and plots (`mtbio.reporting`) → stages and sweeps (`mtbio.experiments`) → CLI.
-This module is the public facade on top (`mtbio.load`).
+This module is the public facade on top: `mtbio.load` and the stages as functions
+(`mtbio.refine`, `mtbio.finetune`, `mtbio.pairwise`, `mtbio.stilt`) taking the CLI's options as keywords.
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from mtbio.data.in_memory import DatasetTask
@@ -33,3 +34,51 @@ def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str
     from mtbio.data.in_memory import task_from_dataset as make
 
     return make(dataset, name, type, columns, metric, **fields)
+
+
+def _config(options: dict[str, Any]) -> Any:
+    """A RunConfig from keyword options named as the CLI's flags (underscores), `config=` a YAML file;
+    a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
+    from mtbio.training.config import RunConfig, build_config, read_config_file
+
+    file_values = read_config_file(options.pop("config")) if options.get("config") else {}
+    options.pop("config", None)
+    for name, value in list(options.items()):
+        field = RunConfig.model_fields.get(name)
+        if isinstance(value, str) and field is not None and field.default_factory is list:
+            options[name] = [v.strip() for v in value.split(",") if v.strip()]
+    return build_config(file_values, {k: v for k, v in options.items() if v is not None}, source="keyword options")
+
+
+def refine(**options: Any) -> tuple[Any, dict[str, Any]]:
+    """`mtbio refine` from Python: the CLI's options as keywords (`tasks="chemprot,ddi"`, `data_dir=`,
+    `max_train_examples=`, `config="run.yml"`, ...). Returns the run directory and its results.json."""
+    from mtbio.experiments.refine import refine as run
+
+    return run(_config(options))
+
+
+def finetune(**options: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """`mtbio finetune` from Python (`tasks=` or `task=`, `from_run=` for `--from`, ...). Returns
+    (run directory, results.json) per task and seed."""
+    from mtbio.experiments.finetune import finetune as run
+
+    if "task" in options:
+        options["tasks"] = options.pop("task")
+    return run(_config(options))
+
+
+def pairwise(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, dict[str, Any] | None]:
+    """`mtbio pairwise` from Python (`domain=` or `tasks=`, `seeds=`, `max_seeds=`, ...); progress lines
+    go to `echo`. Returns the sweep directory and relations.json's content (None for `dry_run=True`)."""
+    from mtbio.experiments.pairwise import pairwise as run
+
+    return run(_config(options), echo)
+
+
+def stilt(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, dict[str, Any] | None]:
+    """`mtbio stilt` from Python (`intermediate=`, `target=`, ...); progress lines go to `echo`. Returns
+    the sweep directory and stilt.json's content (None for `dry_run=True`)."""
+    from mtbio.experiments.stilt import stilt as run
+
+    return run(_config(options), echo)

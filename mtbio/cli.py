@@ -22,12 +22,29 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 
+# The Hugging Face Trainer's names for options mtbio names otherwise (underscores or dashes).
+TRAINER_NAMES = {"--learning-rate": "--lr", "--num-train-epochs": "--epochs",
+                 "--per-device-train-batch-size": "--batch-size", "--per-device-eval-batch-size": "--eval-batch-size",
+                 "--gradient-accumulation-steps": "--grad-accum", "--warmup-ratio": "--warmup",
+                 "--max-seq-length": "--max-length", "--output-dir": "--output", "--model-name-or-path": "--encoder",
+                 "--bf16": "--mixed-precision bf16", "--fp16": "--mixed-precision fp16", "--eval-steps": "--eval-every",
+                 "--save-steps": "--save-every", "--logging-steps": "--log-every", "--optim": "--optimizer",
+                 "--resume-from-checkpoint": "--resume", "--early-stopping-patience": "--patience",
+                 "--train-file": "--task-defs (a task definition names its files)"}
+
+
 class _Group(click.Group):
-    """Turns MtbioError into one clear line and exit status 2."""
+    """Turns MtbioError into one clear line and exit status 2; names mtbio's option for a Trainer-style one."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            ours = TRAINER_NAMES.get(exc.option_name.split("=")[0].replace("_", "-"))
+            if ours:
+                exc.message = f"No such option: {exc.option_name} (mtbio's name: {ours}; `--help` lists them all)"
+                exc.possibilities = None
+            raise
         except MtbioError as exc:
             for line in str(exc).splitlines():
                 click.echo(f"error: {line}", err=True)
@@ -124,8 +141,9 @@ def _option_from_field(name: str, field: Any) -> Any:
     extra = field.json_schema_extra or {}
     flag = extra.get("flag") or "--" + name.replace("_", "-")
     kind = field.annotation
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `int | None` → int
-        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `int | None` → int; `int | "auto"` → both
+        choices = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = _IntOrWord(typing.get_args(choices[1])) if len(choices) == 2 and choices[0] is int else choices[0]
     default = [] if field.default_factory is list else field.default
     if isinstance(default, bool):
         default = "on" if default else "off"
@@ -144,9 +162,27 @@ def _option_from_field(name: str, field: Any) -> Any:
             settings["multiple"] = True
     elif typing.get_origin(kind) is typing.Literal:
         settings["type"] = click.Choice(list(typing.get_args(kind)))
-    elif kind in (int, float):
+    elif kind in (int, float) or isinstance(kind, click.ParamType):
         settings["type"] = kind
     return click.option(flag, name, **settings)
+
+
+class _IntOrWord(click.ParamType):
+    """An integer, or one of a few words (`--seeds auto`)."""
+
+    name = "integer"
+
+    def __init__(self, words: tuple[str, ...]) -> None:
+        self.words = words
+        self.name = "|".join(["INTEGER", *words])
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) or value in self.words:
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither an integer nor {' / '.join(self.words)}", param, ctx)
 
 
 def config_options(*groups: str) -> Any:
@@ -247,8 +283,11 @@ precision_option = click.option(
 @click.option("--save-predictions", is_flag=True,
               help="Write each run's predictions to <run>/predictions/<split>-<task>.jsonl and print a per-type table "
                    "(entity types, positive labels) whose counts add up to the micro F1.")
+@click.option("--max-eval-examples", type=click.IntRange(min=1),
+              help="Score a fixed subset of at most N examples per task.  [default: the run's own setting, else all]")
 def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, data_dir: str | None,
-             batch_size: int, output: str | None, precision: str, save_predictions: bool) -> None:
+             batch_size: int, output: str | None, precision: str, save_predictions: bool,
+             max_eval_examples: int | None) -> None:
     """Score runs on dev or test; one row per run (a folder of fine-tuned runs is one row)."""
     from pathlib import Path
 
@@ -258,7 +297,7 @@ def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, dat
 
     target = ensure_writable(Path(output) if output else Path(run_dirs[0]) / f"evaluation-{split}.json")
     table = evaluate_paths([Path(p) for p in run_dirs], split, resolve_data_dir(data_dir), tasks or (), batch_size,
-                           precision=precision, save_predictions=save_predictions)
+                           precision=precision, save_predictions=save_predictions, max_examples=max_eval_examples)
     click.echo(format_evaluation_table(table))
     write_json(target, table)
     click.echo(f"\nwritten: {target}")
@@ -293,8 +332,11 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
     from mtbio.experiments.demo import run_demo
     from mtbio.experiments.evaluate import format_evaluation_table
 
+    click.echo(f"demo: writing its runs to {Path(output).resolve()} (refine/, finetune/; --output to choose)")
     table = run_demo(Path(output), encoder, epochs)
     click.echo("\n" + format_evaluation_table(table))
+    click.echo(f"\nruns: {output}/refine (refinement) and {output}/finetune/<task> (fine-tuned); try "
+               f"`mtbio predict {output}/finetune/demo-ner --task demo-ner --input FILE`")
 
 
 # ---- sweeps: task relations (pairwise MTL, STILT) ------------------------------------------------
@@ -395,8 +437,8 @@ def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite:
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
 @click.option("--output", type=click.Path(dir_okay=False), help="Also write the markdown table to this file.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False),
-              help="CSV to write (default: beside --output, else <first run>/report-<split>.csv); the JSON it "
-                   "was made from goes beside it.")
+              help="CSV to write (default: beside --output; none without either); the JSON it was made from goes "
+                   "beside it. The run directories are left as they are.")
 @click.option("--trivial/--no-trivial", default=False, show_default=True,
               help="Add each task's trivial score (majority class, all O) as the first column; reads --data-dir.")
 @click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR); for --trivial.")
@@ -485,8 +527,9 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     if output:
         write_text(output, markdown)
         click.echo(f"written: {output}")
-    target = Path(csv_path) if csv_path else (Path(output).with_suffix(".csv") if output
-                                              else paths[0] / f"report-{split}.csv")
+    if not (csv_path or output):
+        return
+    target = Path(csv_path) if csv_path else Path(str(output)).with_suffix(".csv")
     write_csv(table, target)
     write_json(target.with_suffix(".json"), table)
     click.echo(f"written: {target} and {target.with_suffix('.json').name}")

@@ -75,14 +75,17 @@ def test_compare_each_tests_every_column_against_the_baseline(tmp_path: Path) ->
     ddi = next(r for r in report["rows"] if r["task"] == "ddi")
     assert ddi["verdicts"]["up"]["delta"] == pytest.approx(0.04)
     assert ddi["verdicts"]["up"]["sd"] == pytest.approx(0.02 ** 0.5 / 10)
-    assert ddi["verdicts"]["down"]["verdict"] == "hurts" and ddi["verdict"] == ddi["verdicts"]["down"]
+    # two seeds: the same −10 on both, and still no verdict (a verdict needs 3 seeds)
+    assert ddi["verdicts"]["down"]["verdict"] == "no effect" and ddi["verdict"] == ddi["verdicts"]["down"]
+    assert ddi["verdicts"]["down"]["withheld"] == "2 seeds: a verdict needs at least 3"
     result = CliRunner().invoke(cli.main, ["report", str(base), str(up), str(down), "--label", "standard", "--label", "up",
                                            "--label", "down", "--compare-to", "standard", "--compare-each",
                                            "--csv", str(tmp_path / "t.csv")])
     assert result.exit_code == 0, result.output
     assert "| Δ up − standard (verdict) | Δ down − standard (verdict) |" in result.output
-    assert ("| +4.00 [-8.71, +16.71] (no effect, p=0.156, adj. p=0.312) | -10.00 [-10.00, -10.00] (hurts, p=0.000, "
-            "adj. p=0.000) |") in result.output
+    assert ("| +4.00 [-8.71, +16.71] (no verdict: 2 seeds: a verdict needs at least 3, p=0.156, adj. p=0.312) | "
+            "-10.00 [-10.00, -10.00] (no verdict: 2 seeds: a verdict needs at least 3, p=0.000, adj. p=0.000) |"
+            ) in result.output
     header = (tmp_path / "t.csv").read_text().splitlines()[0]
     assert header.endswith(("up delta,up delta sd,up p value,up adjusted p,up verdict,down delta,down delta sd,down p value,"
                             "down adjusted p,down verdict"))

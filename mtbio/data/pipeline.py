@@ -14,7 +14,7 @@ import torch
 
 from mtbio.data.collate import collate
 from mtbio.data.example import Example
-from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, file_fingerprint
+from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, featurize_stats, file_fingerprint
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
@@ -86,11 +86,10 @@ def load_task_split(
     fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)
                                                  else examples_fingerprint(examples))
     dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
-    data = _to_split(examples, dataset)
-    if data.truncated:
-        log.info("%s/%s: %d of %d examples truncated to %d tokens", task.name, split, data.truncated, len(data),
-                 max_length or task.max_length)
-    return data
+    stats = featurize_stats(dataset)  # logged once per split, whether the features came from the cache or not
+    if stats.truncated or stats.words_lost:
+        log.info("%s/%s: %s (max_length %d)", task.name, split, stats, max_length or task.max_length)
+    return _to_split(examples, dataset)
 
 
 def load_task_data(
@@ -100,13 +99,15 @@ def load_task_data(
     splits: Sequence[str],
     max_train_examples: int | None = None,
     max_length: int | None = None,
+    max_eval_examples: int | None = None,
 ) -> TaskData:
-    """The requested splits of a task; a missing required file is one clear error."""
+    """The requested splits of a task (train capped at `max_train_examples`, dev and test at
+    `max_eval_examples`: fixed subsets); a missing required file is one clear error."""
     require_data(task, data_dir)
     assert data_dir is not None
     data = TaskData(task)
     for split in splits:
-        limit = max_train_examples if split == "train" else None
+        limit = max_train_examples if split == "train" else max_eval_examples
         data.splits[split] = load_task_split(task, split, data_dir, tokenizer, limit, max_length)
     return data
 

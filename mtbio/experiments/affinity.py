@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
+from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds, resolve_tasks
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.sweep import Cell, cell_config, check_data, check_protocol, processes, protocol, seeds_of
 from mtbio.experiments.training_run import train_tasks
@@ -47,6 +47,7 @@ def check_measurement(directory: Path, config: RunConfig) -> None:
 def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """Run (or resume) the joint runs of every seed and write the predicted relation files; returns
     the directory and affinity.json's content."""
+    refuse_adaptive_seeds(config, "affinity")
     catalog = catalog_for(config)
     tasks = resolve_tasks(config, catalog)
     if len(tasks) < 2:

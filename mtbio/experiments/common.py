@@ -33,3 +33,10 @@ def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
     if len(label) > 60:
         label = f"{len(names)}tasks-" + hashlib.sha1("+".join(names).encode()).hexdigest()[:8]
     return f"{label}-seed{config.seed}"
+
+
+def refuse_adaptive_seeds(config: RunConfig, command: str) -> None:
+    """Adaptive seeds are pairwise's; any other command says so instead of ignoring them."""
+    if config.max_seeds is not None:
+        raise MtbioError(f"{command} runs a fixed number of seeds: give --seeds N (adaptive seeds, --seeds auto or "
+                         "--max-seeds, are for pairwise)")

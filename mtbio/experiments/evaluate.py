@@ -52,6 +52,7 @@ class EvaluationRow:
     primary_sd: dict[str, float] = field(default_factory=dict)  # sd over seeds, for tasks run with several
     seed_scores: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     precision: str | None = None  # what the row was scored in (None: scores read from results.json)
+    subset: int | None = None  # scored on a fixed subset of at most this many examples per task
 
     def add(self, task: str, scores: dict[str, float], metric: str) -> None:
         """One run's scores; several runs of a task (seeds) are summarised as mean (and sd)."""
@@ -65,7 +66,7 @@ class EvaluationRow:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "stage": self.stage, "scores": self.scores, "primary": self.primary,
                 "primary_sd": self.primary_sd, "n_runs": {t: len(r) for t, r in self.seed_scores.items()},
-                "precision": self.precision}
+                "precision": self.precision, "max_eval_examples": self.subset}
 
 
 def _stage_of(run: Path) -> str:
@@ -83,12 +84,14 @@ def evaluate_paths(
     rescore: bool = True,
     precision: str = "auto",
     save_predictions: bool = False,
+    max_examples: int | None = None,
 ) -> dict[str, Any]:
     """Score every run under `paths` on `split`; returns the table as JSON-able data.
 
     `rescore=False` takes the scores each run saved in results.json (the same weights, so the
     same numbers) instead of reloading the model and predicting again. `precision`: as `load_run`'s;
-    the table records what each row ran in. `save_predictions`: each run's predictions go to
+    the table records what each row ran in. `max_examples`: score a fixed subset of at most this many
+    examples per task (default: the subset each run was trained with, if any). `save_predictions`: each run's predictions go to
     `<run>/predictions/<split>-<task>.jsonl`, and tagging and classification tasks get a per-type
     table (`<split>-<task>.types.json`, also under the table's `types`).
     """
@@ -100,6 +103,8 @@ def evaluate_paths(
         stage = _stage_of(runs[0])
         row = EvaluationRow(name=str(path), stage=STAGE_LABELS.get(stage, stage))
         for run_dir in runs:
+            limit = max_examples or (read_results(run_dir).get("max_eval_examples") if is_finished(run_dir) else None)
+            row.subset = max(row.subset or 0, limit or 0) or None
             if not rescore:
                 saved = read_results(run_dir).get(split, {})
                 for name, task in read_run_tasks(run_dir).items():
@@ -115,7 +120,7 @@ def evaluate_paths(
                     continue
                 require_data(task, data_dir)
                 assert data_dir is not None
-                data = load_task_split(task, split, data_dir, run.tokenizer)
+                data = load_task_split(task, split, data_dir, run.tokenizer, limit)
                 predictions = predict_split(run.model, name, data, int(run.tokenizer.pad_token_id or 0), batch_size, device,
                                             autocast=autocast_for(run.precision, device))
                 scores = score_task(task, [e.label for e in data.examples], predictions, [e.group for e in data.examples])
@@ -187,6 +192,8 @@ def format_evaluation_table(table: dict[str, Any]) -> str:
     names = {"blue": "BLUE average", "blurb": "BLURB score"}
     out += [f"* {names[k]} partial: missing {', '.join(sorted(v))}" for k, v in partial.items() if v and k in names]
     out.append("avg: plain mean of the row's tasks; blue/blurb: over BLUE's / BLURB's own tasks only")
+    out += [f"{row['name']}: scored on a fixed subset of at most {row['max_eval_examples']} {table['split']} examples "
+            "per task (--max-eval-examples), not the whole split" for row in table["rows"] if row.get("max_eval_examples")]
     for name, types in table.get("types", {}).items():
         out.append("\n" + format_type_table(name, types))
     return "\n".join(out)

@@ -222,15 +222,20 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
              f"- **Trained** in stage `{results.get('stage', 'unknown')}`"
              + (f" jointly with {', '.join(others)} (one shared encoder)" if others else "")
              + f"; {results.get('steps', '?')} optimizer steps (best dev at step {results.get('best_step', '?')}), "
-             f"learning rate {settings.get('lr') or 'the stage default'}, batch size {settings.get('batch_size', '?')}, "
-             f"seed {settings.get('seed', '?')}, training examples per task: "
-             f"{settings.get('max_train_examples') or 'all of the train split'}.",
+             f"recipe `{settings.get('recipe', 'mt-bert')}`, learning rate {settings.get('lr') or 'the stage default'}, "
+             f"batch size {settings.get('batch_size', '?')}, seed {settings.get('seed', '?')}, training examples per "
+             "task: " + (f"a fixed subset of {settings['max_train_examples']} (--max-train-examples)"
+                         if settings.get("max_train_examples") else "all of the train split") + ".",
              f"- **Data:** {definition.citation or definition.name}."
              + (" No official split: train/dev/test are derived by document (see the task notes)."
                 if definition.derived_split is not None else "")
              + (f" Access: {definition.access}" if definition.access else ""), "",
              *(["## Task notes (from its definition)", "", *header, ""] if header else []),
              "## Scores (from the run's results.json)", "", table if evals else "(no scores saved)", "",
+             *([f"Scored on a fixed subset of at most {results['max_eval_examples']} examples of each split "
+                "(--max-eval-examples), not the whole split.", ""] if results.get("max_eval_examples") else []),
+             *(["No test score: the run did not score test (`--eval-test` scores it once, with the best-dev "
+                "weights).", ""] if not scores["test"] else []),
              "## Limits", "",
              "Scores are on the splits named above, with this run's data and settings. The model was trained for "
              "research on biomedical text mining; it is not a medical device and its output is not medical advice."]

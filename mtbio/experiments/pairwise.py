@@ -15,7 +15,8 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.predict import read_run_tasks
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, read_cells, seeds_of
+from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
+                                    seeds_of)
 from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
 from mtbio.tasks.schema import TaskDef
@@ -79,7 +80,7 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
     metrics = {t.name: t.metric for t in tasks}
     test = (baseline["test"], together["test"]) if config.eval_test else None
     return build_relations(metrics, baseline["dev"], together["dev"], config.alpha, config.min_delta, "dev", test,
-                           config.correction)
+                           config.correction, baseline_trivial(cells))
 
 
 def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:

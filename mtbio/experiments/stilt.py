@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for
+from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.launchers import drive_sweep, silent
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, seeds_of
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -61,11 +61,12 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
         elif cell.kind == "transfer" and cell.from_cell is not None:
             transferred.setdefault((cell.from_cell.parent.name, target), {})[cell.seed] = score
     return build_stilt({t.name: t.metric for t in targets}, [t.name for t in inters], baseline, transferred,
-                       config.alpha, config.min_delta, correction=config.correction)
+                       config.alpha, config.min_delta, correction=config.correction, trivial=baseline_trivial(cells))
 
 
 def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
+    refuse_adaptive_seeds(config, "stilt")
     inters, targets = stilt_tasks(config)
     state = processes(config)
     echo = echo if state.is_main_process else silent

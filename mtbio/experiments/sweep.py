@@ -51,7 +51,7 @@ DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
 # Options that do not change what one cell trains: they are not part of the sweep's protocol.
 NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "correction", "max_seeds",
+                "min_delta", "correction", "max_seeds", "recipe",
                 "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
                 "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
                 "slurm_time", "slurm_account", "affinity_every",
@@ -109,6 +109,17 @@ def cell_score(cell: Cell, task: TaskDef, split: str = "dev") -> float | None:
     """The task's primary metric in a finished cell (None if the split was not scored)."""
     scores = cell_results(cell).get(split, {}).get(task.name)
     return None if scores is None else float(scores[task.metric])
+
+
+def baseline_trivial(cells: list[Cell]) -> dict[str, float]:
+    """Each baseline task's trivial dev score, as its finished baseline cells recorded it."""
+    found: dict[str, float] = {}
+    for cell in cells:
+        if cell.kind == "baseline" and cell.done:
+            value = cell_results(cell).get("trivial", {}).get(cell.tasks[0])
+            if value is not None:
+                found[cell.tasks[0]] = float(value)
+    return found
 
 
 def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
@@ -395,8 +406,9 @@ def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -
     epoch_examples = sum(len(indices) for _, indices in plan)
     train = (epoch_examples * total_steps) // steps_per_epoch
     evaluations = math.ceil(total_steps / config.eval_every) if config.eval_every else math.ceil(total_steps / steps_per_epoch)
-    dev = sum(sizes[t].get("dev", 0) for t in cell.tasks)
-    test = sum(sizes[t].get("test", 0) for t in cell.tasks) if config.eval_test else 0
+    cap = config.max_eval_examples or math.inf
+    dev = sum(int(min(sizes[t].get("dev", 0), cap)) for t in cell.tasks)
+    test = sum(int(min(sizes[t].get("test", 0), cap)) for t in cell.tasks) if config.eval_test else 0
     return CellWork(train, max(1, evaluations) * dev + test)
 
 

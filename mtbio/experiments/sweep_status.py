@@ -40,7 +40,10 @@ def _last_line(cell: Cell) -> str:
         lines = [line for line in (cell.run_dir / "run.log").read_text().splitlines() if line.strip()]
     except OSError:
         return ""
-    return lines[-1][-100:] if lines else ""
+    if not lines:
+        return ""
+    line = lines[-1]  # its timestamp kept whole, the middle of a long message left out
+    return line if len(line) <= 100 else f"{line[:20]}…{line[-79:]}"
 
 
 def _detail(cell: Cell, state: str, now: float) -> str:

@@ -33,7 +33,7 @@ from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
-from mtbio.training.config import RunConfig, fixed_on_resume, save_config
+from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
 from mtbio.training.results import write_results
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
@@ -158,7 +158,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
-        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.max_train_examples, config.max_length)
+        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.max_train_examples, config.max_length,
+                                         config.max_eval_examples)
         for split in ("train", "dev"):
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
@@ -172,7 +173,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             write_task_defs(tasks, run_dir / "tasks")
             save_config(config, run_dir / "config.yaml")
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
-        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()}
+        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
+                   if k in run_options()}  # a run's own options, not the sweep's or another command's
         accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
     started = time.time()
     state = trainer.train()
@@ -207,6 +209,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
+        "max_eval_examples": config.max_eval_examples,  # set: dev/test scores are of a fixed subset
+        "eval_examples": {name: {s: len(d) for s, d in td.splits.items() if s != "train"} for name, td in data.items()},
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
         "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
         "train_examples": state.examples_seen,

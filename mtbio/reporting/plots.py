@@ -56,9 +56,13 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
         nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: number.format(graph.edges[e]["delta"]) for e in edges},
                                      font_color=COLOURS[verdict], font_size=8, connectionstyle=style, label_pos=0.3,
                                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    withheld = sum(1 for e in relations["edges"] if e.get("withheld"))
+    note = (f"\n{withheld} of {len(relations['edges'])} edges get no verdict (grey): "
+            + ("fewer than 3 seeds" if len(relations["seeds"]) < 3 else "a target not learned or too few seeds")
+            if withheld else "")
     ax.set_title(title or f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
-                 "green improves, red hurts, grey no effect\nnode: baseline score; edge s→t: Δ of t trained with s",
-                 fontsize=10)
+                 "green improves, red hurts, grey no effect\nnode: baseline score; edge s→t: Δ of t trained with s"
+                 + note, fontsize=10)
     ax.axis("off")
     ax.margins(0.15)
     fig.tight_layout()
@@ -93,17 +97,28 @@ def _heatmap(path: Path, rows: list[str], columns: list[str], colour: list[list[
     plt.close(fig)
 
 
-def _cell_text(cell: dict[str, Any]) -> str:
-    """'+0.012 ±0.004' and, for an effect, its verdict on a second line."""
-    sd = f" ±{cell['sd']:.3f}" if cell["sd"] is not None else ""
-    verdict = f"\n{cell['verdict']}" if cell["verdict"] != NO_EFFECT else ""
-    return f"{cell['delta']:+.3f}{sd}{verdict}"
+def _digits(values: list[float]) -> int:
+    """Decimals enough to tell the distinct values apart (3 to 5)."""
+    distinct = sorted(set(values))
+    for digits in (3, 4, 5):
+        if len({round(v, digits) for v in distinct}) == len(distinct):
+            return digits
+    return 5
+
+
+def _cell_text(cell: dict[str, Any], digits: int = 3) -> str:
+    """'+0.012 ±0.004' and, for an effect, its verdict on a second line ('no verdict' when withheld)."""
+    sd = f" ±{cell['sd']:.{digits}f}" if cell["sd"] is not None else ""
+    verdict = ("\nno verdict" if cell.get("withheld") else
+               f"\n{cell['verdict']}" if cell["verdict"] != NO_EFFECT else "")
+    return f"{cell['delta']:+.{digits}f}{sd}{verdict}"
 
 
 def plot_gain_matrix(relations: dict[str, Any], tasks: list[str], matrix: list[list[float | None]], path: Path) -> None:
     """Δ of each target (row) with each partner (column: `gain_matrix`), annotated mean ± sd and verdicts."""
     edges = {(e["target"], e["source"]): e for e in relations["edges"]}
-    text = [[_cell_text(edges[(t, s)]) if (t, s) in edges else "" for s in tasks] for t in tasks]
+    digits = _digits([e["delta"] for e in relations["edges"]])
+    text = [[_cell_text(edges[(t, s)], digits) if (t, s) in edges else "" for s in tasks] for t in tasks]
     _heatmap(path, tasks, tasks, matrix, text,
              f"Pairwise MTL gain ({relations['split']}, {len(relations['seeds'])} seed(s)), colour = Δ",
              "partner (trained together)", "target", relations["min_delta"])
@@ -112,24 +127,27 @@ def plot_gain_matrix(relations: dict[str, Any], tasks: list[str], matrix: list[l
 def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
     """Rows = target, columns = baseline then intermediates; colour Δ, text score (and Δ)."""
     rows, colour, text = [], [], []
+    digits = _digits([c["delta"] for row in stilt["targets"] for c in row["intermediate"].values()])
     for row in stilt["targets"]:
         rows.append(row["target"])
         cells = row["intermediate"]
         colour.append([0.0, *(cells[i]["delta"] if i in cells else None for i in stilt["intermediates"])])
         text.append([f"{row['baseline']['mean']:.3f}",
-                     *(f"{cells[i]['score']['mean']:.3f}\n{_cell_text(cells[i])}" if i in cells else ""
+                     *(f"{cells[i]['score']['mean']:.3f}\n{_cell_text(cells[i], digits)}" if i in cells else ""
                        for i in stilt["intermediates"])])
     _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
              f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
              "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"])
 
 
-def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str], path: Path, title: str) -> None:
-    """Two panels against the step: each task's training loss (metrics.jsonl "train" lines) and each
-    task's dev primary score ("dev" lines; `primary` maps task → metric)."""
+def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str], path: Path, title: str,
+                         trivial: dict[str, float] | None = None, best_step: int | None = None) -> None:
+    """Three panels against the step: each task's training loss (metrics.jsonl "train" lines), each
+    task's dev primary score ("dev" lines; `primary` maps task → metric) with its `trivial` score
+    dashed and the `best_step` (the weights the run kept) marked, and the learning rate."""
     train = [r for r in records if r.get("split") == "train"]
     dev = [r for r in records if r.get("split") == "dev"]
-    fig, (loss_ax, dev_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (loss_ax, dev_ax, lr_ax) = plt.subplots(1, 3, figsize=(15, 4))
     for task in sorted({t for r in train for t in r["loss"]}):
         points = [(r["step"], r["loss"][task]) for r in train if task in r["loss"]]
         loss_ax.plot(*zip(*points), marker="." if len(points) < 30 else None, label=task)
@@ -138,9 +156,18 @@ def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str],
         points = [(r["step"], r["scores"][task][primary[task]]) for r in dev
                   if task in r["scores"] and primary.get(task) in r["scores"][task]]
         if points:
-            dev_ax.plot(*zip(*points), marker="o", label=f"{task} ({primary[task]})")
-    dev_ax.set(xlabel="step", ylabel="dev score", title="dev primary metric")
-    for ax in (loss_ax, dev_ax):
+            line, = dev_ax.plot(*zip(*points), marker="o", label=f"{task} ({primary[task]})")
+            if trivial and task in trivial:
+                dev_ax.axhline(trivial[task], color=line.get_color(), linestyle="--", linewidth=1, alpha=0.7,
+                               label=f"{task} trivial {trivial[task]:.3f}")
+    if best_step is not None and dev:
+        dev_ax.axvline(best_step, color="black", linestyle=":", linewidth=1, label=f"kept: step {best_step}")
+    dev_ax.set(xlabel="step", ylabel="dev score", title="dev primary metric (dashed: trivial score)")
+    rates = [(r["step"], r["lr"]) for r in train if "lr" in r]
+    if rates:
+        lr_ax.plot(*zip(*rates), color="#555555")
+    lr_ax.set(xlabel="step", ylabel="learning rate", title="learning rate (at each logged step)")
+    for ax in (loss_ax, dev_ax, lr_ax):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

@@ -12,32 +12,49 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from pathlib import Path
 from typing import Any, Mapping
 
 from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
 from mtbio.evaluation.metrics import metric_sign
+from mtbio.evaluation.trivial import near_trivial
 from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, UNDECIDED, Scores, compare, correct,
                                       summary)
 
+
+
+def not_learned(metric: str, alone: Scores, together: Scores, trivial: float | None) -> str | None:
+    """Why an edge gets no verdict: its target was learned neither alone nor with the partner (both
+    means within a point of the trivial score), so Δ compares two untrained heads. None otherwise: a
+    target learned only with its partner is the effect pairwise training looks for."""
+    if trivial is None or not alone or not together:
+        return None
+    means = [statistics.fmean(alone.values()), statistics.fmean(together.values())]
+    if not all(near_trivial(m, trivial, metric) for m in means):
+        return None
+    return (f"not learned alone ({means[0]:.4f}) nor with the partner ({means[1]:.4f}): within a point of its "
+            f"trivial score {trivial:.4f}")
 
 
 # ---- pairwise ------------------------------------------------------------------------------------
 def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
                     together: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float, split: str = "dev",
                     test: tuple[Mapping[str, Scores], Mapping[tuple[str, str], Scores]] | None = None,
-                    correction: str = "holm") -> dict[str, Any]:
-    """relations.json: nodes (task, metric, baseline) and one edge per ordered pair (source → target),
-    the family its p values were corrected over, and the graph's reliability across seeds.
+                    correction: str = "holm", trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """relations.json: nodes (task, metric, baseline, trivial score) and one edge per ordered pair
+    (source → target), the family its p values were corrected over, and the graph's reliability.
 
     `together[(s, t)]` holds t's score when trained with s. With `test`, every node and edge also
-    gets its test-split numbers (the verdict stays the dev one).
+    gets its test-split numbers (the verdict stays the dev one). An edge into a target whose
+    baseline is within a point of its `trivial` score gets no verdict.
     """
     tasks = list(metrics)
     nodes = []
     for task in tasks:
-        node = {"task": task, "metric": metrics[task], "baseline": summary(baseline[task])}
+        node = {"task": task, "metric": metrics[task], "baseline": summary(baseline[task]),
+                "trivial": (trivial or {}).get(task)}
         if test:
             node["test_baseline"] = summary(test[0][task])
         nodes.append(node)
@@ -49,6 +66,10 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
             sign = metric_sign(metrics[target])
             edge = {"source": source, "target": target,
                     **compare(together[(source, target)], baseline[target], sign, alpha, min_delta)}
+            unlearned = not_learned(metrics[target], baseline[target], together[(source, target)],
+                                    (trivial or {}).get(target))
+            if unlearned:
+                edge["withheld"] = f"{target}: {unlearned}"
             if test:
                 test_edge = compare(test[1][(source, target)], test[0][target], sign, alpha, min_delta)
                 edge["test"] = {k: test_edge[k] for k in ("delta", "sd", "per_seed")}
@@ -178,10 +199,12 @@ def write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str
 # ---- STILT ---------------------------------------------------------------------------------------
 def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: Mapping[str, Scores],
                 transferred: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float,
-                split: str = "dev", correction: str = "holm") -> dict[str, Any]:
+                split: str = "dev", correction: str = "holm",
+                trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
     """stilt.json: per target its baseline and, per intermediate task, the transferred score and Δ.
 
-    `transferred[(i, t)]` holds t's score after training on i first.
+    `transferred[(i, t)]` holds t's score after training on i first. A target whose baseline is
+    within a point of its `trivial` score gets no verdicts.
     """
     rows = []
     for target in metrics:
@@ -190,6 +213,10 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
             if (inter, target) in transferred:
                 cells[inter] = compare(transferred[(inter, target)], baseline[target], metric_sign(metrics[target]),
                                        alpha, min_delta)
+                unlearned = not_learned(metrics[target], baseline[target], transferred[(inter, target)],
+                                        (trivial or {}).get(target))
+                if unlearned:
+                    cells[inter]["withheld"] = f"{target}: {unlearned}"
         rows.append({"target": target, "metric": metrics[target], "baseline": summary(baseline[target]),
                      "intermediate": cells})
     family = correct({f"{i}->{r['target']}": c for r in rows for i, c in r["intermediate"].items()}, correction,
@@ -289,9 +316,19 @@ def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, A
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
         p = "" if cell["p_value"] is None else f", p {cell['p_value']:.3f}"
         adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
+        withheld = f" (no verdict: {cell['withheld']})" if cell.get("withheld") else ""
         lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
-                     f"{cell['verdict']}, {cell.get('state', '?')}")
+                     f"{cell['verdict']}, {cell.get('state', '?')}{withheld}")
     return lines
+
+
+def withheld_note(cells: list[dict[str, Any]]) -> str:
+    """One line saying why edges were left uncoloured (empty when none was)."""
+    reasons = sorted({c["withheld"] for c in cells if c.get("withheld")})
+    if not reasons:
+        return ""
+    return (f"{sum(1 for c in cells if c.get('withheld'))} of {len(cells)} edges get no verdict (grey): "
+            + "; ".join(reasons))
 
 
 def _report_pairwise(relations: dict[str, Any]) -> str:
@@ -304,7 +341,8 @@ def _report_pairwise(relations: dict[str, Any]) -> str:
                   if (target, s) in edges else "·") for s in tasks]
         rows.append([target, _pm(node["baseline"]["mean"], node["baseline"]["sd"]), *cells])
     lines = ["Pairwise MTL gain matrix: Δ of the target (row) when trained together with the partner (column)",
-             _legend(relations), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
+             _legend(relations), withheld_note(relations["edges"]), "", _table(["target", "alone", *tasks], rows), "",
+             "most helpful partner:"]
     for target in tasks:
         lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
     lines += ["", *_evidence_lines([(f"{e['source']} → {e['target']}", e) for e in relations["edges"]],
@@ -320,8 +358,10 @@ def _report_stilt(stilt: dict[str, Any]) -> str:
         rows.append([row["target"], _pm(row["baseline"]["mean"], row["baseline"]["sd"]),
                      *(f"{cells[i]['score']['mean']:.4f} ({cells[i]['delta']:+.4f}){MARK[cells[i]['verdict']]}"
                        if i in cells else "·" for i in inters)])
+    cells = [c for r in stilt["targets"] for c in r["intermediate"].values()]
     lines = ["STILT: target (row) fine-tuned after the intermediate task (column); score (Δ vs baseline)",
-             _legend(stilt), "", _table(["target", "baseline", *inters], rows), "", "most helpful intermediate task:"]
+             _legend(stilt), withheld_note(cells), "", _table(["target", "baseline", *inters], rows), "",
+             "most helpful intermediate task:"]
     for row in stilt["targets"]:
         lines.append(f"  {row['target']}: {_best(list(row['intermediate'].items()))}")
     lines += ["", *_evidence_lines([(f"{i} → {r['target']}", c) for r in stilt["targets"]

@@ -66,6 +66,11 @@ def run_dirs_under(path: Path) -> list[Path]:
     return found
 
 
+def eval_subset(path: Path) -> int | None:
+    """The largest --max-eval-examples of the runs under `path` (None: every run scored whole splits)."""
+    return max((read_results(r).get("max_eval_examples") or 0 for r in run_dirs_under(path)), default=0) or None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
@@ -164,8 +169,9 @@ def write_curves(run_dir: Path) -> Path:
         raise MtbioError(f"{run_dir}: no metrics.jsonl (not a run directory)")
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     primary = {p.stem: str(_read_yaml(p).get("metric")) for p in sorted((run_dir / "tasks").glob("*.yml"))}
+    results = read_results(run_dir) if is_finished(run_dir) else {}
     target = run_dir / "curves.png"
-    plot_training_curves(records, primary, target, str(run_dir))
+    plot_training_curves(records, primary, target, str(run_dir), results.get("trivial"), results.get("best_step"))
     return target
 
 
@@ -231,7 +237,8 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
             summary["blurb"]["missing"] = list(summary["blurb"]["missing"]) + left_out
     report: dict[str, Any] = {
         "split": split,
-        "columns": [{"label": label, "path": str(p), "tasks": sorted(col), "partial": len(col) < len(tasks)}
+        "columns": [{"label": label, "path": str(p), "tasks": sorted(col), "partial": len(col) < len(tasks),
+                     "max_eval_examples": eval_subset(Path(p))}
                     for label, p, col in zip(labels, paths, columns)],
         "rows": rows,
         "summaries": {key: [s.get(key) for s in summaries] for key in SUMMARY_TITLES},
@@ -300,12 +307,13 @@ def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
     p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
     if verdict.get("p_adjusted") is not None:
         p += f", adj. p={verdict['p_adjusted']:.3f}"
-    return f"{verdict['delta'] * 100:+.2f}{interval} ({verdict['verdict']}{p})"
+    label = f"no verdict: {verdict['withheld']}" if verdict.get("withheld") else verdict["verdict"]
+    return f"{verdict['delta'] * 100:+.2f}{interval} ({label}{p})"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     """Markdown table: type | task (metric) | [trivial] | one column per run | [verdict]; scores ×100 (mse as is)."""
-    labels = [c["label"] for c in report["columns"]]
+    labels = [c["label"] + (" §" if c.get("max_eval_examples") else "") for c in report["columns"]]
     trivial = report.get("has_trivial", False)
     versus = report.get("compare_to")
     tested = _versus(report)
@@ -356,6 +364,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     for task, metric in sorted(report.get("metric_overrides", {}).items()):
         notes.append(f"{task} is scored by {metric} here, not its primary metric (`--metric {task}={metric}`): the "
                      "plain and BLUE averages use it, the BLURB score leaves the task out.")
+    for column in (c for c in report["columns"] if c.get("max_eval_examples")):
+        notes.append(f"§ {column['label']}: scored on a fixed subset of at most {column['max_eval_examples']} "
+                     f"{report['split']} examples per task (--max-eval-examples), not the whole split.")
     if any(c["partial"] for c in report["columns"]):
         notes.append("Some columns lack some rows; their summaries are over the tasks they have.")
     notes += marks

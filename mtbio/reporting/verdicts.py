@@ -11,6 +11,10 @@ Each Δ carries its t interval (level 1 − alpha). The tests of one graph or ta
 `correct` adjusts their p values (Holm by default, Benjamini–Hochberg or none) and the verdict
 uses the adjusted p. An edge is decided when it is green or red, or when its whole interval lies
 inside ±min_delta ("no effect larger than min_delta"); otherwise it is undecided.
+
+No verdict is given (grey, with the reason in `withheld`) to a test with fewer than `MIN_SEEDS`
+seeds, whose spread cannot be estimated usefully, or to one its caller withholds, such as an edge
+into a target learned neither alone nor with its partner (both within a point of its trivial score).
 """
 from __future__ import annotations
 
@@ -20,11 +24,12 @@ from typing import Any, Mapping
 
 IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
 COLOURS = {IMPROVES: "#2e7d32", HURTS: "#c62828", NO_EFFECT: "#9e9e9e"}
+MIN_SEEDS = 3
 RULE = ("paired two-sided t-test over seeds on the per-seed differences, p adjusted across the family of tests: "
-        "improves/hurts when adjusted p < alpha and |mean delta| >= min_delta, else no effect; with one seed only "
-        "|delta| >= min_delta decides")
+        "improves/hurts when adjusted p < alpha and |mean delta| >= min_delta, else no effect; no verdict with fewer "
+        f"than {MIN_SEEDS} seeds, or for a target within a point of its trivial score both alone and with the partner")
 CORRECTIONS = ("holm", "bh", "none")
-DECIDED, UNDECIDED = "decided", "undecided"
+DECIDED, UNDECIDED, WITHHELD = "decided", "undecided", "withheld"
 
 Scores = Mapping[int, float]  # seed -> primary score
 
@@ -96,7 +101,12 @@ def adjust(p_values: list[float], method: str) -> list[float]:
 
 
 def state_of(cell: Mapping[str, Any], min_delta: float) -> str:
-    """decided (green, red, or the whole interval inside ±min_delta) or undecided."""
+    """decided (green, red, or the whole interval inside ±min_delta), undecided, or withheld (judged
+    by the caller not to be testable, whatever the seeds)."""
+    if cell.get("withheld") and cell.get("n_seeds", MIN_SEEDS) >= MIN_SEEDS:
+        return WITHHELD
+    if cell.get("withheld"):
+        return UNDECIDED
     if cell["verdict"] != NO_EFFECT:
         return DECIDED
     ci = cell.get("ci")
@@ -105,12 +115,17 @@ def state_of(cell: Mapping[str, Any], min_delta: float) -> str:
 
 def correct(cells: Mapping[str, dict[str, Any]], method: str, alpha: float, min_delta: float) -> dict[str, Any]:
     """Adjust the p of every named cell (a `compare` result) across the family, re-judge it with the
-    adjusted p and record its state; returns the family's description."""
+    adjusted p and record its state; returns the family's description. A cell with fewer than
+    `MIN_SEEDS` seeds, or one whose `withheld` names a reason, gets no verdict (no effect)."""
     tested = [name for name, cell in cells.items() if cell["p_value"] is not None]
     adjusted = adjust([cells[name]["p_value"] for name in tested], method)
     for name, cell in cells.items():
         cell["p_adjusted"] = adjusted[tested.index(name)] if name in tested else None
-        cell["verdict"] = verdict_of(cell["delta"], cell["p_adjusted"], alpha, min_delta)
+        seeds = cell.get("n_seeds", MIN_SEEDS)
+        if seeds < MIN_SEEDS and not cell.get("withheld"):
+            cell["withheld"] = f"{seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS}"
+        cell["verdict"] = (NO_EFFECT if cell.get("withheld")
+                           else verdict_of(cell["delta"], cell["p_adjusted"], alpha, min_delta))
         cell["state"] = state_of(cell, min_delta)
     return {"correction": method, "m": len(tested), "tests": tested}
 
@@ -148,7 +163,8 @@ def simulate_sequential(sd: float, max_seeds: int, alpha: float = 0.05, min_delt
             cells = {}
             for i, values in enumerate(deltas):
                 ev = judge(values, alpha, min_delta)
-                cells[str(i)] = {"delta": ev.mean, "p_value": ev.p_value, "ci": ev.ci, "verdict": ev.verdict}
+                cells[str(i)] = {"delta": ev.mean, "p_value": ev.p_value, "ci": ev.ci, "verdict": ev.verdict,
+                                 "n_seeds": ev.n}
             correct(cells, correction, alpha, min_delta)
             grow = [i for i, values in enumerate(deltas) if cells[str(i)]["state"] == UNDECIDED
                     and len(values) < max_seeds]

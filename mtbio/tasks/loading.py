@@ -284,7 +284,7 @@ def missing_message(task: TaskDef, missing: list[Path]) -> str:
     """'missing — put files at …; <access>' (credentialed data is never shipped)."""
     where = ", ".join(str(p) for p in missing)
     access = f"; {task.access}" if task.access else ""
-    kind = " (credentialed)" if task.credentialed else ""
+    kind = " (credentialed; public stand-ins train without credentials: --domain clinical-public)" if task.credentialed else ""
     return f"missing{kind} — put files at {where}{access}"
 
 

@@ -15,6 +15,7 @@ from mtbio.fileio import write_text
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
+AUTO_SEEDS, AUTO_MAX_SEEDS = 3, 8  # --seeds auto: the first round's seeds, and --max-seeds unless given
 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
@@ -45,6 +46,9 @@ class RunConfig(BaseModel):
     domain: str | None = option(None, "A named group of tasks from domains.yml (biomedical, clinical, "
                                 "clinical-public, blue, blurb).")
     encoder: str | None = option(None, "HF model name or local directory.", shown="the packaged MiniLM-L6")
+    recipe: str = option("auto", "Training recipe: option values tuned for an encoder, a shipped name (minilm, "
+                         "mt-bert) or a YAML file; auto picks by encoder (the packaged MiniLM gets minilm, other "
+                         "encoders mt-bert). --config and flags win over it; config.yaml records the one applied.")
     from_run: str | None = option(None, "A refine run directory whose encoder to fine-tune.", group="finetune",
                                   flag="--from")
     finetune_heads: Literal["refined", "new"] = option(
@@ -71,6 +75,10 @@ class RunConfig(BaseModel):
         shown="Accelerate's (accelerate config / accelerate launch --mixed_precision), else no")
     seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0)
     max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
+    max_eval_examples: int | None = option(None, "Score at most this many dev (and test) examples per task: a fixed "
+                                           "subset, the same in every run, recorded in results.json and marked in "
+                                           "every table. For quick runs; studies keep the full dev sets.",
+                                           shown="all", ge=1)
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
                                             shown="all", ge=1)
 
@@ -116,9 +124,10 @@ class RunConfig(BaseModel):
     patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
                                   ge=1, resumable=True)
 
-    seeds: int | None = option(None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into "
-                               "<output>/<task>/seed-<s>/).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3",
-                               ge=1)
+    seeds: int | Literal["auto"] | None = option(
+        None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into <output>/<task>/seed-<s>/). "
+        "pairwise: auto = adaptive seeds, 3 to start and more for undecided edges up to --max-seeds (default "
+        f"{AUTO_MAX_SEEDS}).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3")
     dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
                            "hold.", group="sweep")
     alpha: float = option(0.05, "Significance level of the paired t-test over seeds.", group="sweep", gt=0, lt=1)
@@ -164,6 +173,17 @@ class RunConfig(BaseModel):
     prune_by: Literal["lookahead", "cosine"] = option("cosine", "The affinity predictor --prune ranks by.",
                                                       group="prune")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_recipe(cls, values: Any) -> Any:
+        """Fill the options not given with the recipe's values, and record which recipe that was."""
+        if not isinstance(values, dict):
+            return values
+        from mtbio.training.recipes import choose, recipe_values
+
+        name = choose(str(values.get("recipe") or "auto"), values)
+        return {**recipe_values(name), **values, "recipe": name}
+
     @field_validator("report_to")
     @classmethod
     def _known_trackers(cls, names: list[str]) -> list[str]:
@@ -184,6 +204,16 @@ class RunConfig(BaseModel):
         return name
 
     @model_validator(mode="after")
+    def _auto_seeds(self) -> "RunConfig":
+        """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
+        if self.seeds == "auto":
+            self.seeds = AUTO_SEEDS
+            self.max_seeds = self.max_seeds or AUTO_MAX_SEEDS
+        elif self.seeds is not None and self.seeds < 1:
+            raise ValueError("--seeds must be at least 1 (or auto)")
+        return self
+
+    @model_validator(mode="after")
     def _ratio_mixer_options(self) -> "RunConfig":
         if self.mixer == "ratio" and not self.main_task:
             raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
@@ -195,11 +225,15 @@ class RunConfig(BaseModel):
         return self.lr if self.lr is not None else default
 
 
+def run_options() -> list[str]:
+    """The options that shape one training run (the 'training' and 'finetune' groups)."""
+    return [name for name, field in RunConfig.model_fields.items()
+            if (field.json_schema_extra or {}).get("group") in ("training", "finetune")]
+
+
 def fixed_on_resume() -> list[str]:
     """The options a resumed run must keep: every training option not marked `resumable`."""
-    return [name for name, field in RunConfig.model_fields.items()
-            if (field.json_schema_extra or {}).get("group") in ("training", "finetune")
-            and not (field.json_schema_extra or {}).get("resumable")]
+    return [name for name in run_options() if not (RunConfig.model_fields[name].json_schema_extra or {}).get("resumable")]
 
 
 def read_config_file(path: Path | str) -> dict[str, Any]:
@@ -222,7 +256,7 @@ def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source
         for err in exc.errors():
             key = ".".join(str(x) for x in err["loc"])
             msg = "unknown option" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"{source}: '{key}': {msg}")
+            lines.append(f"{source}: '{key}': {msg}" if key else f"{source}: {msg.removeprefix('Value error, ')}")
         raise MtbioError("\n".join(lines)) from None
 
 
