@@ -24,8 +24,8 @@ DDI_LABELS = ["DDI-false", "DDI-effect", "DDI-mechanism", "DDI-advise", "DDI-int
 
 
 def _readme_hf_yaml() -> dict:
-    """The README's `format: hf` example definition (this test trains exactly that)."""
-    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    """The `format: hf` example definition of docs/task_definitions.md (this test trains exactly that)."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "docs" / "task_definitions.md").read_text(), re.S)
     [block] = [b for b in blocks if "format: hf" in b]
     return yaml.safe_load(re.sub(r"^   ", "", block, flags=re.M))
 
@@ -146,7 +146,7 @@ def test_features_of_a_dataset_split_are_cached_on_its_examples(tmp_path: Path, 
 
 
 def test_a_dataset_dict_in_memory_trains_from_python(tmp_path: Path, tiny_encoder: str) -> None:
-    """examples/own_data.py: the README's third way, end to end."""
+    """examples/own_data.py: the third way of docs/task_definitions.md, end to end."""
     env = dict(os.environ, MTBIO_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
     done = subprocess.run([sys.executable, str(REPO / "examples" / "own_data.py"), "--encoder", tiny_encoder,
                            "--max-steps", "2", "--output", str(tmp_path / "run")], capture_output=True, text=True,

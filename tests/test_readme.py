@@ -1,6 +1,7 @@
-"""The README's shell examples run, in order, so they cannot rot.
+"""The README's and the docs pages' shell examples run, in order, so they cannot rot.
 
-Every `mtbio ...` line of every ```bash block runs in one scratch directory, with `../shared/data`
+Every `mtbio ...` line of every ```bash block (README.md, then the pages of `PAGES`) runs in one
+scratch directory, with `../shared/data`
 pointing at the real data and training commands shortened (tiny encoder, a few steps, one seed).
 Lines that need hardware or a network are skipped here and covered elsewhere: `accelerate launch`
 (tests/test_multiprocess.py runs the config-file form), `pip install`/`pytest` (CI runs them),
@@ -20,13 +21,17 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# the README first, then the reference pages whose examples build on its runs (docs/python_api.md's
+# Python runs in tests/test_docs.py)
+PAGES = ["README.md", "docs/commands.md", "docs/task_definitions.md", "docs/clusters.md", "docs/speed.md",
+         "docs/development.md"]
 TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4"]
 
 
 def readme_commands() -> list[str]:
-    """Shell lines of the README's bash blocks, continuations joined, comments dropped."""
-    text = (REPO / "README.md").read_text()
+    """Shell lines of the pages' bash blocks, continuations joined, comments dropped."""
+    text = "\n".join((REPO / page).read_text() for page in PAGES)
     lines: list[str] = []
     for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
         joined = block.replace("\\\n", " ")
@@ -38,9 +43,15 @@ def readme_commands() -> list[str]:
 
 
 def readme_python() -> list[str]:
-    """The README's ```python blocks."""
-    return [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(),
-                                                             re.S)]
+    """The pages' ```python blocks."""
+    text = "\n".join((REPO / page).read_text() for page in PAGES)
+    return [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", text, re.S)]
+
+
+def test_every_docs_page_is_run_by_a_test() -> None:
+    """Each docs page is here or in tests/test_docs.py (its Python API page)."""
+    pages = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
+    assert pages == sorted([p for p in PAGES if p.startswith("docs/")] + ["docs/python_api.md"])
 
 
 def _skip(line: str) -> bool:

@@ -131,7 +131,7 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
                               log_with=list(report_to) or None, project_dir=project_dir)
     if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         raise MtbioError(f"accelerate config: {accelerator.distributed_type.value} is not supported; mtbio trains "
-                         "with data parallelism (DDP: distributed_type MULTI_GPU or MULTI_CPU, see README)")
+                         "with data parallelism (DDP: distributed_type MULTI_GPU or MULTI_CPU, see docs/clusters.md)")
     return accelerator
 
 
