@@ -355,7 +355,8 @@ def sweep_status(sweep_dir: str) -> None:
 @main.command()
 @config_options("affinity", "seeds", "training")
 def affinity(**values: Any) -> None:
-    """Predict which task helps which from one joint run per seed (lookahead affinity, gradient cosine)."""
+    """Predict which task helps which with a transfer predictor (--predictor): lookahead affinity or gradient
+    cosine from one joint run per seed, or size_ratio, text_similarity, fisher without one."""
     from accelerate import PartialState
 
     from mtbio.experiments.affinity import affinity as run_affinity
