@@ -20,7 +20,7 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity")
+TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4"]
 
 
@@ -85,7 +85,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         assert done.returncode == 0, f"README python block failed:\n{snippet}\n{done.stderr[-3000:]}"
         if "pipeline(" in snippet:  # a list of entities (a few-step tiny model finds any or none)
             assert done.stdout.strip().startswith("["), done.stdout
-    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity"} <= set(ran)
+    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity", "select"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
 
 
