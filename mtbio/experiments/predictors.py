@@ -30,7 +30,7 @@ from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import build_head
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.registry import Registry
-from mtbio.reporting.affinity import JOINT_PREDICTORS, build_scores
+from mtbio.reporting.affinity import build_scores
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import cosine_matrix
 from mtbio.training.config import RunConfig
@@ -57,8 +57,8 @@ def _joint(name: str) -> Callable[[PredictionJob], dict[str, Any]]:
     return predict
 
 
-for _name in JOINT_PREDICTORS:
-    PREDICTORS.register(_name)(_joint(_name))
+PREDICTORS.register("lookahead")(_joint("lookahead"))
+PREDICTORS.register("cosine")(_joint("cosine"))
 
 
 def _metrics(job: PredictionJob) -> dict[str, str]:

@@ -67,10 +67,10 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     if drive_sweep(cells, config, catalog.tasks, data_dir, state, pairwise_dir, lambda _: {}, lambda *_: [],
                    echo) is None:
         return directory, None
-    scores = lambda group: _scores(group, target)  # noqa: E731
+    alone_scores = _scores(alone, target)
     verified, selected = None, top
     if config.verify:
-        verified, selected = verify_pairs(scores(alone), {c: scores(group) for c, group in pairs.items()},
+        verified, selected = verify_pairs(alone_scores, {c: _scores(group, target) for c, group in pairs.items()},
                                           target.metric, config.alpha, config.min_delta, config.correction)
     everyone = [c.name for c in candidates]
     sets = {"selected": selected, "all": everyone}
@@ -81,7 +81,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
                               lambda *_: [], echo) is None:
         return directory, None
-    runs = {"alone": scores(alone), **{name: scores(groups[name]) if name in groups else scores(alone)
+    runs = {"alone": alone_scores, **{name: _scores(groups[name], target) if name in groups else alone_scores
                                        for name in sets}}
     result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
