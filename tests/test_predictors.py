@@ -125,3 +125,11 @@ def test_a_cheap_prediction_is_judged_against_a_pairwise_graph(tmp_path: Path, m
     assert list(saved["predictors"]) == ["size_ratio"] and saved["best_predictor"] == "size_ratio"
     assert saved["predictors"]["size_ratio"]["within_target"]["targets"] == 4
     assert "size_ratio within target" in report.output
+
+    pruned = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--affinity", str(tmp_path / "p"),
+                                       "--prune-by", "cosine", "--output", str(tmp_path / "pp"), "--dry-run"])
+    assert pruned.exit_code == 2 and "no predictor 'cosine' (it has: size_ratio)" in pruned.output
+    planned = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--affinity", str(tmp_path / "p"),
+                                        "--output", str(tmp_path / "pp"), "--dry-run", "--seeds", "1"])
+    assert planned.exit_code == 0, planned.output
+    assert "ranked by size_ratio" in planned.output and "pair tgt + filler" in planned.output

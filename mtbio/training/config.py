@@ -170,8 +170,8 @@ class RunConfig(BaseModel):
                                "--affinity (and every baseline).", group="prune", shown="off", ge=1)
     affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
                                   "partners by.", group="prune")
-    prune_by: Literal["lookahead", "cosine"] = option("cosine", "The affinity predictor --prune ranks by.",
-                                                      group="prune")
+    prune_by: str | None = option(None, "The predictor of --affinity's affinity.json that --prune ranks by.",
+                                  group="prune", shown="the file's default predictor")
     candidates: list[str] = option([], "select: the candidate partners, task names or aliases, or one domain.",
                                    group="select", comma=True)
     top: int = option(3, "select: how many of the best-ranked candidates to verify as pairs with the target.",
