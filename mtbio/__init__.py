@@ -33,3 +33,18 @@ def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str
     from mtbio.data.in_memory import task_from_dataset as make
 
     return make(dataset, name, type, columns, metric, **fields)
+
+
+def select_partners(target: str, candidates: str | list[str], top: int = 3, predictor: str = "cosine",
+                    verify: bool = True, **options: Any) -> dict[str, Any] | None:
+    """`mtbio select` from Python: rank `candidates` (task names, or one domain) for `target` with `predictor`,
+    verify the `top` best as pairs (unless `verify` is False) and compare the target trained with the selected
+    partners, alone and with every candidate. `options` are run options by name (seeds=2, data_dir=...,
+    output=...). Returns select.json's content (None for a dry run)."""
+    from mtbio.experiments.select import select
+    from mtbio.training.config import build_config
+
+    names = [candidates] if isinstance(candidates, str) else list(candidates)
+    config = build_config({}, {"target": [target], "candidates": names, "top": top, "predictor": predictor,
+                               "verify": verify, **options})
+    return select(config)[1]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import mtbio
 import mtbio.experiments.sweep as sweep
 from mtbio.cli import main
 from mtbio.errors import MtbioError
@@ -84,8 +85,10 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
 
 def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, micro_encoder: str,
                                                                keyword_tasks: tuple[str, str]) -> None:
-    options = _options(keyword_tasks, micro_encoder, tmp_path / "nv")
-    _, result = select(RunConfig(**{**options, "verify": False, "seeds": 1}), echo=lambda _: None)
+    options = {k: v for k, v in _options(keyword_tasks, micro_encoder, tmp_path / "nv").items()
+               if k not in ("target", "candidates", "top", "predictor", "seeds")}
+    result = mtbio.select_partners("kw-few", ["kw-all", "kw-noise"], top=1, predictor="size_ratio", verify=False,
+                                   seeds=1, **options)  # the Python API
     assert result is not None and result["selected"] == ["kw-all"] and result["pairs"] is None
     assert not (tmp_path / "nv" / "pairwise" / "pairs").exists()
     assert (tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").is_file()
