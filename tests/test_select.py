@@ -78,7 +78,8 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
     again = CliRunner().invoke(main, ["select", "--target", "kw-few", "--candidates", "kw-all,kw-noise", "--top", "1",
                                       "--predictor", "size_ratio", "--task-defs", defs, "--data-dir", data,
                                       "--encoder", micro_encoder, "--output", str(out), "--epochs", "1",
-                                      "--batch-size", "8", "--lr", "5e-3", "--seeds", "2", "--max-train-examples", "32"])
+                                      "--batch-size", "8", "--lr", "5e-3", "--seeds", "2",
+                                      "--max-train-examples", "32"])
     assert again.exit_code == 0, again.output
     assert _stamps(out) == stamps and "# Partners for kw-few" in again.output  # nothing trained again
 
@@ -99,6 +100,10 @@ def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, ke
     options = _options(keyword_tasks, micro_encoder, tmp_path / "x")
     for update, message in (({"target": []}, "one target task"), ({"candidates": ["kw-few"]}, "at least one candidate"),
                             ({"candidates": []}, "needs candidates"), ({"max_seeds": 4}, "--max-seeds"),
-                            ({"predictor": "nope"}, "unknown transfer predictor")):
+                            ({"predictor": "nope"}, "unknown transfer predictor"),
+                            ({"predictor": "cosine", "dry_run": True}, "needs its joint runs")):
         with pytest.raises(MtbioError, match=message):
             select(RunConfig(**{**options, **update}), echo=lambda _: None)
+    lines: list[str] = []
+    assert select(RunConfig(**{**options, "dry_run": True}), echo=lines.append) == (tmp_path / "x", None)
+    assert any("pair kw-few + kw-all" in line for line in lines) and not (tmp_path / "x" / "pairwise" / "pairs").exists()

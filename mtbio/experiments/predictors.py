@@ -108,12 +108,12 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
     data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], config.max_train_examples,
                                    config.max_length).splits["train"] for t in job.tasks}
-    scores, trained, measured = {}, 0, 0
+    scores, trained, measured, hidden = {}, 0, 0, int(encoder.config.hidden_size)
     for seed in seeds_of(config):
         embeddings = {}
         for task in job.tasks:
             torch.manual_seed(seed)
-            model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, int(encoder.config.hidden_size)))})
+            model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, hidden))})
             embeddings[task.name] = fisher_embedding(model, task.name, data[task.name], tokenizer.pad_token_id,
                                                      config.fisher_steps, config.batch_size,
                                                      config.predictor_examples, seed)

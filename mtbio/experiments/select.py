@@ -27,7 +27,7 @@ from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
 from mtbio.fileio import write_json, write_text
-from mtbio.reporting.affinity import affinity_compute
+from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
 from mtbio.tasks.loading import TaskCatalog
 from mtbio.tasks.schema import TaskDef
@@ -135,4 +135,7 @@ def _prediction(config: RunConfig, tasks: list[TaskDef], directory: Path,
         if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor:
             echo(f"prediction read back from {path}")
             return saved
+    if config.dry_run and config.predictor in JOINT_PREDICTORS:
+        raise MtbioError(f"--dry-run: the {config.predictor} ranking needs its joint runs; run select without "
+                         "--dry-run, or choose a --predictor without a joint run")
     return predict_relations(config, tasks, directory, echo)

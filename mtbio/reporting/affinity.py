@@ -162,7 +162,8 @@ def pruned_pairs(affinity: dict[str, Any], tasks: list[str], k: int, predictor: 
     if missing:
         raise MtbioError(f"the affinity run has no task {', '.join(missing)}; run mtbio affinity on these tasks")
     if predictor not in affinity["predictors"]:
-        raise MtbioError(f"the affinity run has no predictor '{predictor}' (it has: {', '.join(affinity['predictors'])})")
+        known = ", ".join(affinity["predictors"])
+        raise MtbioError(f"the affinity run has no predictor '{predictor}' (it has: {known})")
     scores = {(e["source"], e["target"]): e["score"] for e in affinity["predictors"][predictor]["edges"]}
     keep = set()
     for target in tasks:

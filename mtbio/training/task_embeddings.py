@@ -24,7 +24,8 @@ from mtbio.model.probes import embed
 HEAD_LR = 1e-2  # the head's learning rate before the Fisher is taken (a new layer on frozen features)
 
 
-def text_embedding(encoder: Any, tokenizer: Any, examples: Sequence[Example], max_length: int) -> dict[str, torch.Tensor]:
+def text_embedding(encoder: Any, tokenizer: Any, examples: Sequence[Example],
+                   max_length: int) -> dict[str, torch.Tensor]:
     """{"text": the mean pooled embedding of `examples`} (the form `cosine_matrix` compares)."""
     texts = [ex.text if ex.text is not None else " ".join(ex.tokens or []) for ex in examples]
     pairs = [ex.text_b or "" for ex in examples] if any(ex.text_b is not None for ex in examples) else None
