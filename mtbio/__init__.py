@@ -82,3 +82,13 @@ def stilt(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, dic
     from mtbio.experiments.stilt import stilt as run
 
     return run(_config(options), echo)
+
+
+def select(echo: Callable[[str], None] = print, **options: Any) -> dict[str, Any] | None:
+    """`mtbio select` from Python (`target=`, `candidates=` task names or a domain, `top=`, `predictor=`,
+    `verify=False` for --no-verify, ...): rank the candidates for the target, verify the best as pairs
+    and compare the target with them, alone and with every candidate. Returns select.json's content
+    (None for a dry run)."""
+    from mtbio.experiments.select import select as run
+
+    return run(_config(options), echo)[1]

@@ -397,7 +397,8 @@ def sweep_status(sweep_dir: str) -> None:
 @main.command()
 @config_options("affinity", "seeds", "training")
 def affinity(**values: Any) -> None:
-    """Predict which task helps which from one joint run per seed (lookahead affinity, gradient cosine)."""
+    """Predict which task helps which with a transfer predictor (--predictor): lookahead affinity or gradient
+    cosine from one joint run per seed, or size_ratio, text_similarity, fisher without one."""
     from accelerate import PartialState
 
     from mtbio.experiments.affinity import affinity as run_affinity
@@ -410,6 +411,33 @@ def affinity(**values: Any) -> None:
         raise MtbioError("stopped by a signal; run the same command again (finished seeds are kept)") from None
     if PartialState().is_main_process:
         click.echo("\n" + report_affinity(directory))
+
+
+def _field_option(name: str) -> Any:
+    """The option of one `RunConfig` field outside the command's groups."""
+    from mtbio.training.config import RunConfig
+
+    return _option_from_field(name, RunConfig.model_fields[name])
+
+
+@main.command()
+@_field_option("target")
+@config_options("select", "affinity", "seeds", "sweep", "training")
+def select(**values: Any) -> None:
+    """Choose a target's partners: rank the candidates with a transfer predictor, verify the top K as pairs,
+    then compare the target trained with the selected partners, alone and with every candidate."""
+    from accelerate import PartialState
+
+    from mtbio.experiments.select import select as run_select
+    from mtbio.reporting.selection import selection_markdown
+    from mtbio.training.trainer import StopRequested
+
+    try:
+        _, result = run_select(_run_config(values), echo=click.echo)
+    except StopRequested:
+        raise MtbioError("stopped by a signal; run the same command again (finished runs are kept)") from None
+    if result is not None and PartialState().is_main_process:
+        click.echo("\n" + selection_markdown(result))
 
 
 @main.command()

@@ -12,7 +12,7 @@ from mtbio.errors import MtbioError
 from mtbio.training.config import RunConfig, build_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtbio"
-COMMANDS = ("refine", "finetune", "pairwise", "stilt", "affinity")
+COMMANDS = ("refine", "finetune", "pairwise", "stilt", "affinity", "select")
 
 
 def _command_fields(name: str) -> set[str]:
@@ -30,6 +30,8 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
     assert {"affinity_every", "affinity_batch_size", "affinity_split", "seeds"} <= _command_fields("affinity")
     assert {"prune", "affinity", "prune_by"} <= _command_fields("pairwise") - _command_fields("affinity")
+    assert {"target", "candidates", "top", "verify", "predictor", "seeds", "alpha"} <= _command_fields("select")
+    assert "predictor" in _command_fields("affinity") and "candidates" not in _command_fields("affinity")
 
 
 def test_help_shows_every_default() -> None:

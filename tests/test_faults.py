@@ -209,6 +209,11 @@ def test_every_writing_command_refuses_an_unwritable_output_in_one_line(tmp_path
         "pairwise": ["pairwise", "--tasks", "demo-ner,demo-relation", "--task-defs", SAMPLE_DEFS, "--data-dir",
                      SAMPLE_DIR, "--encoder", tiny_encoder, "--max-steps", "1", "--seeds", "1",
                      "--output", blocker / "sweep"],
+        "affinity": ["affinity", "--tasks", "demo-ner,demo-relation", "--predictor", "size_ratio", "--task-defs",
+                     SAMPLE_DEFS, "--data-dir", SAMPLE_DIR, "--output", blocker / "aff"],
+        "select": ["select", "--target", "demo-ner", "--candidates", "demo-relation", "--predictor", "size_ratio",
+                   "--task-defs", SAMPLE_DEFS, "--data-dir", SAMPLE_DIR, "--encoder", tiny_encoder, "--max-steps", "1",
+                   "--seeds", "1", "--output", blocker / "select"],
     }
     for name, args in commands.items():
         line = _one_error_line(_cli(*args))

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Python runs in tests/test_docs.py)
 PAGES = ["README.md", "docs/commands.md", "docs/task_definitions.md", "docs/clusters.md", "docs/speed.md",
          "docs/development.md"]
-TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity")
+TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4"]
 
 
@@ -96,7 +96,7 @@ def test_readme_examples_run(tmp_path: Path, tiny_encoder_6_layers: str, data_di
         assert done.returncode == 0, f"README python block failed:\n{snippet}\n{done.stderr[-3000:]}"
         if "pipeline(" in snippet:  # a list of entities (a few-step tiny model finds any or none)
             assert done.stdout.strip().startswith("["), done.stdout
-    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity"} <= set(ran)
+    assert {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "predict", "tasks", "sweep", "affinity", "select"} <= set(ran)
     assert (tmp_path / "predictions.jsonl").read_text().count("prediction") == 1
 
 

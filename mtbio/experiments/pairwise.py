@@ -123,10 +123,11 @@ def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None])
     if config.prune is None:
         return None
     assert config.affinity is not None
-    keep = pruned_pairs(read_json(Path(config.affinity), "affinity.json"), [t.name for t in tasks], config.prune,
-                        config.prune_by)
+    predicted = read_json(Path(config.affinity), "affinity.json")
+    by = config.prune_by or predicted["default_predictor"]
+    keep = pruned_pairs(predicted, [t.name for t in tasks], config.prune, by)
     total = len(tasks) * (len(tasks) - 1) // 2
-    echo(f"--prune {config.prune}: {len(keep)} of {total} pairs, ranked by {config.prune_by} in {config.affinity}")
+    echo(f"--prune {config.prune}: {len(keep)} of {total} pairs, ranked by {by} in {config.affinity}")
     return keep
 
 

@@ -55,7 +55,8 @@ NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "s
                 "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
                 "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
                 "slurm_time", "slurm_account", "affinity_every",
-                "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads"}
+                "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads", "predictor",
+                "predictor_examples", "fisher_steps", "candidates", "top", "verify"}
 POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes hold
 
 

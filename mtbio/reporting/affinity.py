@@ -1,12 +1,13 @@
-"""Task relations predicted by one joint run (`mtbio affinity`), and their check against a measured
+"""Predicted task relations (`mtbio affinity --predictor NAME`), and their check against a measured
 pairwise graph (`mtbio report PAIRWISE_DIR AFFINITY_DIR`).
 
-affinity.json holds, per predictor (lookahead: TAG's 1 − L_t(after a step on s) / L_t(before);
-cosine: the encoder gradients' cosine) one edge per ordered pair source → target: the score (mean
-over seeds of the mean over the run's measurement points), its spread over the points (sd_points,
+affinity.json holds, per predictor, one edge per ordered pair source → target: the score (mean
+over seeds of the mean over the measurement points), its spread over the points (sd_points,
 averaged over seeds) and over seeds (sd_seeds), the per-seed means, and a verdict (sign of the
-score, tested over seeds, or over the points with one seed). The graph files reuse the pairwise
-writers (`mtbio.reporting.relations`), so the two graphs can be laid side by side.
+score, tested over seeds, or over the points with one seed). One joint run gives two predictors
+(lookahead: TAG's 1 − L_t(after a step on s) / L_t(before); cosine: the encoder gradients' cosine)
+and a graph drawn with the pairwise writers (`mtbio.reporting.relations`); a predictor without a
+joint run (`build_scores`) gives its own, marked `symmetric` where score(s → t) = score(t → s).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix
 from mtbio.reporting.verdicts import judge, summary
 from mtbio.training.results import RESULTS_FILE, read_results
 
-PREDICTORS = ("lookahead", "cosine")
+JOINT_PREDICTORS = ("lookahead", "cosine")  # both measured in one joint run
 # chosen on the synthetic helper / noise setup (tests/test_affinity.py), where the gradient cosine ranks the
 # helper first and the noise task last and the one-step lookahead does not; `mtbio report PAIRWISE AFFINITY`
 # shows how both rank against a measured graph
@@ -39,22 +40,23 @@ BOOTSTRAP = 2000
 
 
 # ---- building and writing ---------------------------------------------------------------------------
-def build_affinity(metrics: Mapping[str, str], runs: Mapping[int, dict[str, Any]], alpha: float) -> dict[str, Any]:
-    """affinity.json's content from the runs of each seed: {seed: {"probe": AffinityProbe.summary(),
-    "results": the run's results.json}}."""
+def build_affinity(metrics: Mapping[str, str], runs: Mapping[int, dict[str, Any]], alpha: float,
+                   default: str = DEFAULT_PREDICTOR) -> dict[str, Any]:
+    """affinity.json's content from the joint runs of each seed: {seed: {"probe": AffinityProbe.summary(),
+    "results": the run's results.json}}; `default` is the predictor its graph shows."""
     tasks, seeds = list(metrics), sorted(runs)
     for seed in seeds:
         if not runs[seed]["probe"]["points"]:
             raise MtbioError(f"affinity: the run of seed {seed} has no measurement point")
     predictors = {}
-    for predictor in PREDICTORS:
+    for predictor in JOINT_PREDICTORS:
         edges = []
         for target in tasks:
             for source in tasks:
                 if source != target:
                     values = {s: [p[predictor][source][target] for p in runs[s]["probe"]["points"]] for s in seeds}
                     edges.append(_edge(source, target, values, alpha))
-        predictors[predictor] = {"caption": CAPTIONS[predictor], "edges": edges}
+        predictors[predictor] = {"caption": CAPTIONS[predictor], "symmetric": predictor == "cosine", "edges": edges}
     nodes = [{"task": t, "metric": metrics[t], "joint_dev": summary({s: float(runs[s]["results"]["dev"][t][metrics[t]])
                                                                      for s in seeds})} for t in tasks]
     probes = [runs[s]["probe"] for s in seeds]
@@ -64,9 +66,27 @@ def build_affinity(metrics: Mapping[str, str], runs: Mapping[int, dict[str, Any]
                "measure_seconds": sum(p["seconds"] for p in probes),
                "wall_seconds": sum(float(runs[s]["results"]["wall_seconds"]) for s in seeds),
                "points": {str(s): len(runs[s]["probe"]["points"]) for s in seeds}}
-    return {"kind": "affinity", "tasks": tasks, "seeds": seeds, "default_predictor": DEFAULT_PREDICTOR,
+    return {"kind": "affinity", "tasks": tasks, "seeds": seeds, "default_predictor": default,
             "alpha": alpha, "rule": RULE, "measurement": {k: probes[0][k] for k in ("every", "batch_size", "split")},
             "nodes": nodes, "predictors": predictors, "compute": compute}
+
+
+def build_scores(name: str, caption: str, symmetric: bool, metrics: Mapping[str, str],
+                 scores: Mapping[int, Mapping[str, Mapping[str, float]]], alpha: float,
+                 compute: Mapping[str, Any], measurement: Mapping[str, Any]) -> dict[str, Any]:
+    """affinity.json's content for a predictor without a joint run: `scores` is {seed: {source: {target:
+    score}}}; `compute` counts its training examples (train_examples), examples run forward and backward
+    (measure_backward_examples) or forward only (measure_forward_examples), and its seconds."""
+    tasks, seeds = list(metrics), sorted(scores)
+    edges = [_edge(source, target, {s: [float(scores[s][source][target])] for s in seeds}, alpha)
+             for target in tasks for source in tasks if source != target]
+    seconds = float(compute.get("wall_seconds", 0.0))
+    return {"kind": "affinity", "tasks": tasks, "seeds": seeds, "default_predictor": name, "alpha": alpha,
+            "rule": "predicted edge: improves/hurts by the sign of the score (a t-test over seeds with several)",
+            "measurement": dict(measurement), "nodes": [{"task": t, "metric": metrics[t]} for t in tasks],
+            "predictors": {name: {"caption": caption, "symmetric": symmetric, "edges": edges}},
+            "compute": {"train_examples": 0, "measure_backward_examples": 0, "measure_forward_examples": 0,
+                        "measure_seconds": seconds, "wall_seconds": seconds, **compute}}
 
 
 def _edge(source: str, target: str, values: dict[int, list[float]], alpha: float) -> dict[str, Any]:
@@ -100,18 +120,20 @@ def predicted_graph(affinity: dict[str, Any], predictor: str) -> dict[str, Any]:
 
 
 def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
-    """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); the
-    default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
+    """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); after a
+    joint run, the default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
     paths = [directory / "affinity.json"]
     write_json(paths[0], affinity)
-    for predictor in PREDICTORS:
+    for predictor, entry in affinity["predictors"].items():
         stem = "affinity" if predictor == "lookahead" else predictor
         matrix = score_matrix(affinity, predictor)
         csv_path, png_path = directory / f"{stem}_matrix.csv", directory / f"{stem}_matrix.png"
         write_matrix_csv(csv_path, "target \\ source", affinity["tasks"], affinity["tasks"], matrix)
-        plot_score_matrix(png_path, affinity["tasks"], matrix, f"{CAPTIONS[predictor]} ({len(affinity['seeds'])} "
+        plot_score_matrix(png_path, affinity["tasks"], matrix, f"{entry['caption']} ({len(affinity['seeds'])} "
                           "seed(s))", predictor)
         paths += [csv_path, png_path]
+    if not all("joint_dev" in node for node in affinity["nodes"]):
+        return paths  # no joint run: no dev scores for the graph's nodes
     predictor = affinity["default_predictor"]
     graph = predicted_graph(affinity, predictor)
     title = (f"predicted by one joint run ({predictor}, {len(affinity['seeds'])} seed(s)): green helps, red hurts, "
@@ -139,6 +161,9 @@ def pruned_pairs(affinity: dict[str, Any], tasks: list[str], k: int, predictor: 
     missing = [t for t in tasks if t not in affinity["tasks"]]
     if missing:
         raise MtbioError(f"the affinity run has no task {', '.join(missing)}; run mtbio affinity on these tasks")
+    if predictor not in affinity["predictors"]:
+        known = ", ".join(affinity["predictors"])
+        raise MtbioError(f"the affinity run has no predictor '{predictor}' (it has: {known})")
     scores = {(e["source"], e["target"]): e["score"] for e in affinity["predictors"][predictor]["edges"]}
     keep = set()
     for target in tasks:
@@ -219,7 +244,7 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
                            "measured_seed_agreement": seed_agreement(relations["edges"],
                                                                      lambda e, s: e["per_seed"][s]["delta"]),
                            "within_target_ceiling": ceiling}
-    for predictor in PREDICTORS:
+    for predictor in affinity["predictors"]:
         predicted = {(e["source"], e["target"]): float(e["score"]) for e in affinity["predictors"][predictor]["edges"]}
         pairs = sorted(set(measured) & set(predicted))
         if len(pairs) < 2:
@@ -236,7 +261,7 @@ def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
             "within_target": within_target_summary(predicted, measured, tasks, ceiling),
             "points": [{"source": s, "target": t, "predicted": predicted[(s, t)], "measured": measured[(s, t)]}
                        for s, t in pairs]}
-    best = max(PREDICTORS, key=lambda p: _or_minus_inf(out["predictors"][p]["within_target"].get("spearman",
+    best = max(out["predictors"], key=lambda p: _or_minus_inf(out["predictors"][p]["within_target"].get("spearman",
                                                                                                   float("nan"))))
     out["best_predictor"] = best  # by the within-target Spearman: the question a user asks is "for my target"
     return out
@@ -287,8 +312,7 @@ def report_comparison(pairwise_dir: Path | str, affinity_dir: Path | str) -> str
     result["pairwise_dir"], result["affinity_dir"] = str(pairwise_dir), str(affinity_dir)
     write_json(affinity_dir / "comparison.json", result)
     panels = []
-    for predictor in PREDICTORS:
-        entry = result["predictors"][predictor]
+    for predictor, entry in result["predictors"].items():
         panels.append((predictor, [p["predicted"] for p in entry["points"]], [p["measured"] for p in entry["points"]],
                        f"{predictor}: Spearman {entry['spearman']:+.2f}, Kendall {entry['kendall']:+.2f}"))
     plot_prediction_scatter(panels, affinity_dir / "comparison.png", f"measured mean Δ ({relations['split']})")
@@ -358,14 +382,14 @@ def report_affinity(directory: Path | str) -> str:
     affinity = read_json(Path(directory), "affinity.json")
     tasks = affinity["tasks"]
     parts = []
-    for predictor in PREDICTORS:
-        edges = {(e["target"], e["source"]): e for e in affinity["predictors"][predictor]["edges"]}
+    for predictor, entry in affinity["predictors"].items():
+        edges = {(e["target"], e["source"]): e for e in entry["edges"]}
         width = max(len(t) for t in tasks + ["target"])
         header = "target".ljust(width) + "".join(f"  {s:>10.10s}" for s in tasks)
         rows = [t.ljust(width) + "".join(f"  {edges[(t, s)]['score']:+10.3g}" if s != t else f"  {'·':>10s}"
                                          for s in tasks) for t in tasks]
         best = [f"  {t}: {max((s for s in tasks if s != t), key=lambda s: edges[(t, s)]['score'])}" for t in tasks]
-        parts.append("\n".join([f"{CAPTIONS[predictor]} (row target, column source; {len(affinity['seeds'])} seed(s))"
+        parts.append("\n".join([f"{entry['caption']} (row target, column source; {len(affinity['seeds'])} seed(s))"
                                 + (", the default" if predictor == affinity["default_predictor"] else ""),
                                 header, *rows, "most promising source:", *best]))
     return "\n\n".join(parts)

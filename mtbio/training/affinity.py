@@ -97,7 +97,7 @@ class AffinityProbe:
                 for task in tasks:
                     grads[task], before[task] = self._gradient(trainer, task, batches["train", task], shared)
                     self.backward_examples += sizes["train", task]
-                cosine = _cosines(grads)
+                cosine = cosine_matrix(grads)
                 if self.split != "train":
                     with torch.no_grad(), acc.autocast():
                         before = {t: _positive(t, float(model(t, **batches[self.split, t]).loss)) for t in tasks}
@@ -141,7 +141,7 @@ def _positive(task: str, loss: float) -> float:
     return loss
 
 
-def _cosines(grads: dict[str, dict[str, torch.Tensor]]) -> Matrix:
+def cosine_matrix(grads: dict[str, dict[str, torch.Tensor]]) -> Matrix:
     """cos(g_s, g_t) for every ordered pair, accumulated parameter by parameter (no flat copies)."""
     tasks = list(grads)
     names = list(grads[tasks[0]])

@@ -24,7 +24,8 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
-    sweep: pairwise and stilt; seeds: finetune, the sweeps and affinity; stilt; affinity; prune: pairwise). `flag` overrides the flag name
+    sweep: pairwise, stilt and select; seeds: finetune, the sweeps, affinity and select; stilt; affinity: affinity
+    and select; prune: pairwise; select). `flag` overrides the flag name
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
     --help when it is not the field's own default (a default decided by the command). `resumable`: a
     training option that `--resume` may change (run length, evaluation, logging, paths); every other
@@ -158,7 +159,15 @@ class RunConfig(BaseModel):
     slurm_time: int | None = option(None, "slurm: time limit per cell in minutes.", group="sweep", shown="60", ge=1)
     slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
-    target: list[str] = option([], "Target tasks.", group="stilt", comma=True, shown="--tasks/--domain")
+    target: list[str] = option([], "Target tasks (select: the one target).", group="stilt", comma=True,
+                               shown="--tasks/--domain")
+    predictor: str = option("cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors "
+                            "(built in: lookahead and cosine from one joint run; size_ratio, text_similarity, fisher "
+                            "without one).", group="affinity")
+    predictor_examples: int = option(64, "text_similarity and fisher: the training examples per task they read (a "
+                                     "deterministic sample).", group="affinity", ge=1)
+    fisher_steps: int = option(50, "fisher: optimizer steps of each task's new head, the encoder frozen, before the "
+                               "squared gradients are taken.", group="affinity", ge=1)
     affinity_every: int = option(100, "Measure the task affinities every N optimizer steps (and at the last step "
                                  "if no measurement fell into the run).", group="affinity", ge=1)
     affinity_batch_size: int = option(32, "Examples per task in each measurement batch (seeded draws from the "
@@ -170,8 +179,15 @@ class RunConfig(BaseModel):
                                "--affinity (and every baseline).", group="prune", shown="off", ge=1)
     affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
                                   "partners by.", group="prune")
-    prune_by: Literal["lookahead", "cosine"] = option("cosine", "The affinity predictor --prune ranks by.",
-                                                      group="prune")
+    prune_by: str | None = option(None, "The predictor of --affinity's affinity.json that --prune ranks by.",
+                                  group="prune", shown="the file's default predictor")
+    candidates: list[str] = option([], "select: the candidate partners, task names or aliases, or one domain.",
+                                   group="select", comma=True)
+    top: int = option(3, "select: how many of the best-ranked candidates to verify as pairs with the target.",
+                      group="select", ge=1)
+    verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
+                          "ones (off: keep the top candidates unverified).", group="select",
+                          flag="--verify/--no-verify")
 
     @model_validator(mode="before")
     @classmethod

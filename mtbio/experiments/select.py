@@ -1,0 +1,141 @@
+"""`mtbio select`: choose a target's training partners among candidates.
+
+    <dir>/
+        prediction-<predictor>/     the predictor's affinity.json over the target and the candidates
+        pairwise/                   a pairwise sweep restricted to the target: its baseline and the top-K pairs
+        groups/<target>+<a>+.../    the target trained with several partners (ratio mixer, the target as
+                                    main task): the selected ones and all the candidates
+        select.json, select.md      the ranking, the verified pairs and the comparison of the three
+
+The candidates are ranked by the predictor (its cost is printed); unless --no-verify, the top K are
+trained as pairs with the target and those that improve it under the shared decision rule are the
+selection (with --no-verify, the top K are). The target is then trained with the selection and with
+every candidate. Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun skips the
+finished ones, and a finished prediction is read back.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.affinity import predict_relations
+from mtbio.experiments.common import catalog_for, data_dir_for
+from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.pairwise import pair_cell
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
+from mtbio.fileio import write_json, write_text
+from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
+from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
+from mtbio.tasks.loading import TaskCatalog
+from mtbio.tasks.schema import TaskDef
+from mtbio.training.config import REFINE_LR, RunConfig
+
+
+def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+    """Rank, verify and compare (module docstring); returns the directory and select.json's content (None
+    for a dry run, or while cells still run elsewhere)."""
+    catalog = catalog_for(config)
+    target, candidates = _target(config, catalog), _candidates(config, catalog)
+    candidates = [c for c in candidates if c.name != target.name]
+    if not candidates:
+        raise MtbioError("select needs at least one candidate besides the target (--candidates a,b,... or a domain)")
+    if config.max_seeds is not None:
+        raise MtbioError("select runs a fixed number of seeds (--seeds); leave out --max-seeds")
+    state = processes(config)
+    echo = echo if state.is_main_process else silent
+    data_dir = data_dir_for(config)
+    tasks = [target, *candidates]
+    check_data(tasks, data_dir)
+    directory = Path(config.output) if config.output else Path("runs") / "select" / target.name
+    affinity = _prediction(config, tasks, directory / f"prediction-{config.predictor}", echo)
+    ranked = ranking(affinity, target.name, [c.name for c in candidates])
+    cost = affinity_compute(affinity)
+    echo(f"{config.predictor} ranking for {target.name} (cost {cost['wall_seconds']:.1f} s, "
+         f"{cost['train_equivalent_examples']:,.0f} training-equivalent examples): "
+         + ", ".join(f"{row['task']} {row['score']:+.3g}" for row in ranked))
+    top = [row["task"] for row in ranked[:config.top]]
+
+    lr = config.learning_rate(REFINE_LR)
+    seeds = seeds_of(config)
+    pairwise_dir = directory / "pairwise"
+    alone = [baseline_cell(pairwise_dir, target.name, s, lr) for s in seeds]
+    pairs = {c: [pair_cell(pairwise_dir, (target.name, c), s, lr) for s in seeds] for c in top} if config.verify else {}
+    cells = alone + [cell for group in pairs.values() for cell in group]
+    if drive_sweep(cells, config, catalog.tasks, data_dir, state, pairwise_dir, lambda _: {}, lambda *_: [],
+                   echo) is None:
+        return directory, None
+    alone_scores = _scores(alone, target)
+    verified, selected = None, top
+    if config.verify:
+        verified, selected = verify_pairs(alone_scores, {c: _scores(group, target) for c, group in pairs.items()},
+                                          target.metric, config.alpha, config.min_delta, config.correction)
+    everyone = [c.name for c in candidates]
+    sets = {"selected": selected, "all": everyone}
+    groups = {name: [group_cell(directory / "groups", target.name, members, s, lr) for s in seeds]
+              for name, members in sets.items() if members}
+    unique = list(dict.fromkeys(cell for group in groups.values() for cell in group))
+    grouped = config.model_copy(update={"mixer": "ratio", "main_task": target.name})
+    if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
+                              lambda *_: [], echo) is None:
+        return directory, None
+    runs = {"alone": alone_scores, **{name: _scores(groups[name], target) if name in groups else alone_scores
+                                       for name in sets}}
+    result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
+              "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
+              "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
+              "pairs_family": verified["family"] if verified else None, "correction": config.correction,
+              "selected": selected, "seeds": seeds, "outcome": build_selection(
+                  target.name, target.metric, runs, config.alpha, config.min_delta, config.correction)}
+    if state.is_main_process:
+        write_json(directory / "select.json", result)
+        write_text(directory / "select.md", selection_markdown(result))
+        echo(f"written: {directory / 'select.json'} and select.md")
+    return directory, result
+
+
+def group_cell(groups_dir: Path, target: str, partners: list[str], seed: int, lr: float) -> Cell:
+    """The target trained with `partners` (named by its members; a long name by their hash)."""
+    label = "+".join([target, *partners])
+    if len(label) > 80:
+        label = f"{target}+{len(partners)}tasks-" + hashlib.sha1(label.encode()).hexdigest()[:8]
+    return Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)
+
+
+def _scores(cells: list[Cell], target: TaskDef) -> dict[int, float]:
+    """The target's dev score in each finished cell, by seed."""
+    found = {cell.seed: cell_score(cell, target) for cell in cells if cell.done}
+    return {seed: score for seed, score in found.items() if score is not None}
+
+
+def _target(config: RunConfig, catalog: TaskCatalog) -> TaskDef:
+    named = catalog.resolve(config.target) if config.target else []
+    if len(named) != 1:
+        raise MtbioError("select needs one target task: --target T")
+    return named[0]
+
+
+def _candidates(config: RunConfig, catalog: TaskCatalog) -> list[TaskDef]:
+    """--candidates a,b,... (names or aliases) or one domain name."""
+    if len(config.candidates) == 1 and config.candidates[0] in catalog.domains:
+        return catalog.resolve([], config.candidates[0])
+    if not config.candidates:
+        raise MtbioError("select needs candidates: --candidates a,b,... or --candidates DOMAIN")
+    return catalog.resolve(config.candidates)
+
+
+def _prediction(config: RunConfig, tasks: list[TaskDef], directory: Path,
+                echo: Callable[[str], None]) -> dict[str, Any]:
+    """The predictor's affinity.json over `tasks`, read back when a finished one is there."""
+    path = directory / "affinity.json"
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor:
+            echo(f"prediction read back from {path}")
+            return saved
+    if config.dry_run and config.predictor in JOINT_PREDICTORS:
+        raise MtbioError(f"--dry-run: the {config.predictor} ranking needs its joint runs; run select without "
+                         "--dry-run, or choose a --predictor without a joint run")
+    return predict_relations(config, tasks, directory, echo)

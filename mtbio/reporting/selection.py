@@ -1,0 +1,75 @@
+"""select.json and select.md of `mtbio select`: the predictor's ranking of the candidates, the pairs
+that verified it, and the target's dev score trained with the selected partners, alone and with every
+candidate, judged by the shared decision rule (`mtbio.reporting.verdicts`, one family per file)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from mtbio.evaluation.metrics import metric_sign
+from mtbio.reporting.verdicts import IMPROVES, RULE, compare, correct, summary
+
+Scores = Mapping[int, float]  # seed -> the target's dev score
+
+
+def ranking(affinity: Mapping[str, Any], target: str, candidates: Sequence[str]) -> list[dict[str, Any]]:
+    """The candidates by the default predictor's score source → target, best first (ties keep their order)."""
+    edges = affinity["predictors"][affinity["default_predictor"]]["edges"]
+    scores = {e["source"]: float(e["score"]) for e in edges if e["target"] == target}
+    return sorted(({"task": c, "score": scores[c]} for c in candidates), key=lambda row: -row["score"])
+
+
+def verify_pairs(alone: Scores, paired: Mapping[str, Scores], metric: str, alpha: float, min_delta: float,
+                 correction: str) -> tuple[dict[str, Any], list[str]]:
+    """Each pair's gain for the target (its Δ over seeds, p adjusted across the pairs) and the partners
+    judged to improve it, in the order of `paired`."""
+    pairs = {c: compare(scores, alone, metric_sign(metric), alpha, min_delta) for c, scores in paired.items()}
+    family = correct(pairs, correction, alpha, min_delta) if pairs else None
+    return {"pairs": pairs, "family": family}, [c for c, cell in pairs.items() if cell["verdict"] == IMPROVES]
+
+
+def build_selection(target: str, metric: str, runs: Mapping[str, Scores], alpha: float, min_delta: float,
+                    correction: str) -> dict[str, Any]:
+    """The target's dev score per set of partners (`runs`: alone, selected, all) and the three comparisons
+    selected − alone, all − alone and selected − all, one family."""
+    sign = metric_sign(metric)
+    comparisons = {"selected vs alone": compare(runs["selected"], runs["alone"], sign, alpha, min_delta),
+                   "all vs alone": compare(runs["all"], runs["alone"], sign, alpha, min_delta),
+                   "selected vs all": compare(runs["selected"], runs["all"], sign, alpha, min_delta)}
+    family = correct(comparisons, correction, alpha, min_delta)
+    return {"target": target, "metric": metric, "scores": {name: summary(scores) for name, scores in runs.items()},
+            "comparisons": comparisons, "family": family, "alpha": alpha, "min_delta": min_delta, "rule": RULE}
+
+
+def _pm(entry: Mapping[str, Any]) -> str:
+    return f"{entry['mean']:.4f}" + (f" ± {entry['sd']:.4f}" if entry["sd"] is not None else "")
+
+
+def selection_markdown(result: Mapping[str, Any]) -> str:
+    """A short summary of select.json."""
+    target, outcome = result["target"], result["outcome"]
+    lines = [f"# Partners for {target}", "",
+             f"Predictor `{result['predictor']}` ranked {len(result['candidates'])} candidate(s) in "
+             f"{result['prediction_cost']['wall_seconds']:.0f} s "
+             f"({result['prediction_cost']['train_equivalent_examples']:,.0f} training-equivalent examples):", ""]
+    lines += [f"{i}. {row['task']} ({row['score']:+.4g})" for i, row in enumerate(result["ranking"], 1)]
+    lines.append("")
+    if result["verify"]:
+        lines.append(f"Top {result['top']} trained as pairs with {target} (Δ of {target}'s dev {outcome['metric']}, "
+                     f"{result['correction']}-adjusted):")
+        lines += [f"- {c}: {cell['delta']:+.4f}, p {_p(cell['p_adjusted'])}, {cell['verdict']}"
+                  for c, cell in result["pairs"].items()]
+    else:
+        lines.append(f"--no-verify: the top {result['top']} are kept without training them as pairs.")
+    lines += ["", f"Selected: {', '.join(result['selected']) or 'none (the target alone)'}", "",
+              f"| partners | {target} dev {outcome['metric']} (mean ± sd over {len(result['seeds'])} seed(s)) |",
+              "|---|---|"]
+    lines += [f"| {name} | {_pm(entry)} |" for name, entry in outcome["scores"].items()]
+    lines += ["", "| comparison | Δ | adjusted p | verdict |", "|---|---|---|---|"]
+    lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {cell['verdict']} |"
+              for name, cell in outcome["comparisons"].items()]
+    lines += ["", f"Rule: {outcome['rule']} (alpha {outcome['alpha']}, min_delta {outcome['min_delta']})."]
+    return "\n".join(lines) + "\n"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -1,0 +1,109 @@
+"""mtbio select end to end on the synthetic keyword tasks: ranking, verified pairs, the three-way
+comparison, select.json / select.md, and resuming after an interrupted run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import mtbio
+import mtbio.experiments.sweep as sweep
+from mtbio.cli import main
+from mtbio.errors import MtbioError
+from mtbio.experiments.select import select
+from mtbio.training.config import RunConfig
+
+
+def _options(keyword_tasks: tuple[str, str], encoder: str, output: Path) -> dict[str, object]:
+    defs, data = keyword_tasks
+    return dict(target=["kw-few"], candidates=["kw-all", "kw-noise"], top=1, predictor="size_ratio", task_defs=[defs],
+                data_dir=data, encoder=encoder, output=str(output), epochs=1, batch_size=8, lr=5e-3, seeds=2,
+                max_train_examples=32)
+
+
+def _stamps(directory: Path) -> dict[str, int]:
+    return {str(p.relative_to(directory)): p.stat().st_mtime_ns for p in directory.rglob("results.json")}
+
+
+def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encoder: str,
+                                                    keyword_tasks: tuple[str, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "sel"
+    config = RunConfig(**_options(keyword_tasks, micro_encoder, out))
+    real, calls = sweep.train_tasks, []
+
+    def interrupted(tasks, cell_config, run_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(run_dir)
+        if len(calls) == 3:  # the third cell is killed after it started writing
+            Path(run_dir).mkdir(parents=True)
+            (Path(run_dir) / "run.log").write_text("half a run\n")
+            raise KeyboardInterrupt
+        return real(tasks, cell_config, run_dir, *args, **kwargs)
+
+    monkeypatch.setattr(sweep, "train_tasks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        select(config, echo=lambda _: None)
+    monkeypatch.setattr(sweep, "train_tasks", real)
+    finished = _stamps(out)
+    assert len(finished) == 2 and not (out / "select.json").exists()
+
+    lines: list[str] = []
+    directory, result = select(config, echo=lines.append)
+    assert result is not None and directory == out
+    assert all(_stamps(out)[name] == stamp for name, stamp in finished.items())  # finished cells were not retrained
+    assert any("prediction read back" in line for line in lines)
+    # size_ratio: kw-all and kw-noise are equally large (capped at 32), so the order given decides: kw-all first
+    assert [row["task"] for row in result["ranking"]] == ["kw-all", "kw-noise"]
+    assert list(result["pairs"]) == ["kw-all"] and result["pairs"]["kw-all"]["n_seeds"] == 2
+    assert result["selected"] == (["kw-all"] if result["pairs"]["kw-all"]["verdict"] == "improves" else [])
+    assert sorted(p.name for p in (out / "pairwise" / "pairs").iterdir()) == ["kw-few+kw-all"]
+    assert (out / "groups" / "kw-few+kw-all+kw-noise" / "seed-43" / "results.json").is_file()
+    outcome = result["outcome"]
+    assert set(outcome["scores"]) == {"alone", "selected", "all"}
+    assert set(outcome["comparisons"]) == {"selected vs alone", "all vs alone", "selected vs all"}
+    assert all(c["n_seeds"] == 2 and c["verdict"] in ("improves", "hurts", "no effect")
+               for c in outcome["comparisons"].values())
+    assert outcome["family"]["m"] <= 3 and outcome["family"]["correction"] == "holm"
+    saved = json.loads((out / "select.json").read_text())
+    assert saved["selected"] == result["selected"] and saved["prediction_cost"]["wall_seconds"] >= 0
+    summary = (out / "select.md").read_text()
+    assert "# Partners for kw-few" in summary and "| selected vs alone |" in summary
+    config_yaml = (out / "groups" / "kw-few+kw-all+kw-noise" / "seed-42" / "config.yaml").read_text()
+    assert "mixer: ratio" in config_yaml and "main_task: kw-few" in config_yaml
+
+    stamps = _stamps(out)
+    defs, data = keyword_tasks
+    again = CliRunner().invoke(main, ["select", "--target", "kw-few", "--candidates", "kw-all,kw-noise", "--top", "1",
+                                      "--predictor", "size_ratio", "--task-defs", defs, "--data-dir", data,
+                                      "--encoder", micro_encoder, "--output", str(out), "--epochs", "1",
+                                      "--batch-size", "8", "--lr", "5e-3", "--seeds", "2",
+                                      "--max-train-examples", "32"])
+    assert again.exit_code == 0, again.output
+    assert _stamps(out) == stamps and "# Partners for kw-few" in again.output  # nothing trained again
+
+
+def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, micro_encoder: str,
+                                                               keyword_tasks: tuple[str, str]) -> None:
+    options = {k: v for k, v in _options(keyword_tasks, micro_encoder, tmp_path / "nv").items()
+               if k not in ("target", "candidates", "top", "predictor", "seeds")}
+    result = mtbio.select(target="kw-few", candidates="kw-all,kw-noise", top=1, predictor="size_ratio", verify=False,
+                          seeds=1, echo=lambda _: None, **options)  # the Python API
+    assert result is not None and result["selected"] == ["kw-all"] and result["pairs"] is None
+    assert not (tmp_path / "nv" / "pairwise" / "pairs").exists()
+    assert (tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").is_file()
+    assert "--no-verify" in (tmp_path / "nv" / "select.md").read_text()
+
+
+def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    options = _options(keyword_tasks, micro_encoder, tmp_path / "x")
+    for update, message in (({"target": []}, "one target task"), ({"candidates": ["kw-few"]}, "at least one candidate"),
+                            ({"candidates": []}, "needs candidates"), ({"max_seeds": 4}, "--max-seeds"),
+                            ({"predictor": "nope"}, "unknown transfer predictor"),
+                            ({"predictor": "cosine", "dry_run": True}, "needs its joint runs")):
+        with pytest.raises(MtbioError, match=message):
+            select(RunConfig(**{**options, **update}), echo=lambda _: None)
+    lines: list[str] = []
+    assert select(RunConfig(**{**options, "dry_run": True}), echo=lines.append) == (tmp_path / "x", None)
+    assert any("pair kw-few + kw-all" in line for line in lines) and not (tmp_path / "x" / "pairwise" / "pairs").exists()
