@@ -148,3 +148,30 @@ def test_trainer_style_option_names_get_mtbios_name() -> None:
                          ("--per-device-train-batch-size", "--batch-size")):
         result = CliRunner().invoke(main, ["refine", theirs, "3"])
         assert result.exit_code == 2 and f"No such option: {theirs} (mtbio's name: {ours};" in result.output
+
+
+# ---- the README's first model learns at the defaults --------------------------------------------------
+def _first_refine_command() -> list[str]:
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Your first model", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")  # type: ignore[union-attr]
+    return shlex.split(next(line for line in block.splitlines() if line.startswith("mtbio refine")))
+
+
+def test_the_readme_first_refine_learns_every_task_at_the_defaults(tmp_path: Path, data_dir: Path) -> None:
+    """The README's first command, as written (the packaged MiniLM, its default recipe, the documented sizes):
+    every task ends well above its trivial score, so a new user's first run is not a silent failure."""
+    words = _first_refine_command()
+    words = [str(data_dir) if w == "../shared/data" else w for w in words]
+    words[words.index("--output") + 1] = str(tmp_path / "first")
+    assert "--encoder" not in words and "--lr" not in words and "--recipe" not in words  # the defaults
+    result = CliRunner().invoke(main, words[1:])
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "first" / "results.json").read_text())
+    assert results["not_learned"] == []
+    metrics = {"chemprot": "micro_f1", "bc5cdr-chem": "entity_f1", "bc5cdr-disease": "entity_f1"}
+    margins = {t: results["dev"][t][m] - results["trivial"][t] for t, m in metrics.items()}
+    assert all(margin > 0.10 for margin in margins.values()), margins  # ten points or more above trivial

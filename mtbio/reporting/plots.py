@@ -22,7 +22,7 @@ from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from mtbio.fileio import save_figure  # noqa: E402
-from mtbio.reporting.verdicts import COLOURS, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
+from mtbio.reporting.verdicts import COLOURS, DECIDED, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
 
 
 def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None = None,
@@ -50,8 +50,10 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
             continue
         widths = [1.0 if verdict == NO_EFFECT else 1.5 + 40 * min(abs(graph.edges[e]["delta"]), 0.05)
                   for e in edges]
+        styles = [("dotted" if graph.edges[e].get("state", DECIDED) != DECIDED else "dashed")
+                  if verdict == NO_EFFECT else "solid" for e in edges]
         nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=COLOURS[verdict], width=widths,
-                               style="dashed" if verdict == NO_EFFECT else "solid", arrows=True, arrowsize=18,
+                               style=styles, arrows=True, arrowsize=18,
                                node_size=3200, connectionstyle=style, alpha=0.7 if verdict == NO_EFFECT else 1.0)
         nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: number.format(graph.edges[e]["delta"]) for e in edges},
                                      font_color=COLOURS[verdict], font_size=8, connectionstyle=style, label_pos=0.3,
@@ -61,7 +63,8 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
             + ("fewer than 3 seeds" if len(relations["seeds"]) < 3 else "a target not learned or too few seeds")
             if withheld else "")
     ax.set_title(title or f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
-                 "green improves, red hurts, grey no effect\nnode: baseline score; edge s→t: Δ of t trained with s"
+                 "green improves, red hurts\ngrey: dashed no effect, dotted undecided\nnode: baseline score; "
+                 "edge s→t: Δ of t trained with s"
                  + note, fontsize=10)
     ax.axis("off")
     ax.margins(0.15)
