@@ -376,15 +376,19 @@ def affinity(**values: Any) -> None:
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
 @click.option("--push-to-hub", "repo_id", metavar="REPO_ID", help="Also upload the directory to this Hub model repo.")
 @click.option("--overwrite", is_flag=True, help="Replace files in --output that mtbio did not write.")
-def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite: bool) -> None:
-    """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card)."""
+@click.option("--merge-adapter", is_flag=True, help="LoRA runs: merge the task's adapter into the encoder and write a "
+              "plain AutoModelFor* directory (default: the PEFT adapter over an AutoModelFor* base in OUTPUT/base).")
+def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite: bool, merge_adapter: bool) -> None:
+    """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card);
+    a LoRA run's task as a PEFT adapter over one."""
     from pathlib import Path
 
     from mtbio.experiments.export import export_task, push_to_hub
 
-    target = export_task(Path(run_dir), task, Path(output), overwrite=overwrite)
-    click.echo(f"written: {target} (loads with transformers' AutoModelFor*.from_pretrained and pipeline(); "
-               "the export's logits were checked against the run's)")
+    target = export_task(Path(run_dir), task, Path(output), overwrite=overwrite, merge_adapter=merge_adapter)
+    loads = ("PeftModel.from_pretrained(AutoModelFor*.from_pretrained(OUTPUT/base), OUTPUT)"
+             if (target / "adapter_config.json").is_file() else "transformers' AutoModelFor*.from_pretrained and pipeline()")
+    click.echo(f"written: {target} (loads with {loads}; the export's logits were checked against the run's)")
     if repo_id:
         click.echo(f"pushed: {push_to_hub(target, repo_id)}")
 

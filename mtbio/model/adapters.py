@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,9 @@ def add_adapter(encoder: nn.Module, task: str, config: Any) -> None:
     from peft.functional import inject_adapter_in_model
 
     try:
-        inject_adapter_in_model(copy.deepcopy(config), encoder, adapter_name=task)
+        with warnings.catch_warnings():  # several adapters in one encoder are the point here
+            warnings.filterwarnings("ignore", message="Already found a `peft_config` attribute")
+            inject_adapter_in_model(copy.deepcopy(config), encoder, adapter_name=task)
     except ValueError as exc:  # target modules that match nothing, or modules LoRA cannot wrap
         raise MtbioError(f"--adapter lora: {' '.join(str(exc).split())[:300]}") from None
 
