@@ -94,8 +94,9 @@ def _save_peft_adapter(model: Any, encoder: Any, task: str, output: Path, base: 
     from peft.functional import get_peft_model_state_dict, set_peft_model_state_dict
 
     config = copy.deepcopy(encoder.peft_config[task])
-    config.base_model_name_or_path = str(base.resolve())
+    config.base_model_name_or_path = None
     wrapped = get_peft_model(model, config)
+    wrapped.peft_config["default"].base_model_name_or_path = str(base.resolve())
     prefix = f"{PEFT_PREFIX}{model.base_model_prefix}."
     weights = {prefix + key[len(PEFT_PREFIX):]: value for key, value in adapter_tensors(encoder, task).items()}
     if set(weights) != set(get_peft_model_state_dict(wrapped)):
