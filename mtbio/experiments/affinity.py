@@ -51,6 +51,9 @@ def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     tasks = resolve_tasks(config, catalog)
     if len(tasks) < 2:
         raise MtbioError("affinity needs at least two tasks (--tasks a,b,... or --domain D)")
+    if config.adapter != "none":
+        raise MtbioError(f"affinity --adapter {config.adapter}: with an adapter per task no trained weight is shared, "
+                         "so one task's step cannot move another's loss; measure affinities with full training")
     state = processes(config)
     if state.num_processes > 1:
         raise MtbioError("affinity runs in one process (the measurement is not distributed); run it without "
