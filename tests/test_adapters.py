@@ -75,6 +75,20 @@ def test_each_task_has_its_own_adapter_and_changes_only_its_own_predictions(
     torch.testing.assert_close(before["kw-noise"], after["kw-noise"], rtol=0, atol=0)
 
 
+def test_finetune_from_a_lora_refine_run_continues_its_adapters(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    run_dir, _ = refine(_config(keyword_tasks, micro_encoder, tmp_path / "run", ["kw-all", "kw-noise"], max_steps=4))
+    with pytest.raises(MtbioError, match="a LoRA run.*--adapter lora"):
+        finetune(_config(keyword_tasks, None, tmp_path / "full", ["kw-all"], from_run=str(run_dir), adapter="none"))
+    with caplog.at_level("INFO", logger="mtbio"):
+        [(tuned, _)] = finetune(_config(keyword_tasks, None, tmp_path / "ft", ["kw-all"], from_run=str(run_dir),
+                                        max_steps=2))
+    assert f"kw-all: adapter starts from {run_dir / 'heads/kw-all/adapter'}" in caplog.text
+    assert mtbio.load(tuned).model.adapters == ("kw-all",)
+    with pytest.raises(MtbioError, match="r=4.*--lora-r"):
+        finetune(_config(keyword_tasks, None, tmp_path / "r8", ["kw-all"], from_run=str(run_dir), lora_r=8))
+
+
 def test_a_lora_run_stopped_after_a_checkpoint_resumes_to_the_same_scores(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
     options = dict(max_steps=8, save_every=4, eval_every=4)
