@@ -15,7 +15,7 @@ from typing import Any
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import read_run_tasks
-from mtbio.experiments.training_run import check_run_dir, write_task_defs
+from mtbio.experiments.training_run import write_task_defs
 from mtbio.model.adapters import merged_state_dict
 from mtbio.model.encoder import load_encoder, resolve_encoder_name
 from mtbio.model.multitask import MultiTaskModel
@@ -86,7 +86,8 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
     if not 0 < density <= 1:
         raise MtbioError(f"--density {density}: the fraction of each task vector kept, in (0, 1]")
     run_dirs = [Path(p) for p in run_dirs]
-    check_run_dir(output, resume=False)
+    if output.exists() and any(output.iterdir()):
+        raise MtbioError(f"--output {output}: not empty; choose a new directory for the merged run")
     source = base or base_encoder_source(run_dirs)
     encoder = load_encoder(source)
     # a run given n times is n equal task vectors (merging a run with itself gives the run back)
