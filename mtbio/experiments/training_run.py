@@ -145,9 +145,9 @@ def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_
     saved = {t.name: heads_source / t.name / ADAPTER_DIR for t in tasks} if heads_source is not None else {}
     saved = {name: path for name, path in saved.items() if path.is_dir()}
     if config.adapter == "none":
-        if saved:
-            raise MtbioError(f"{heads_source.parent if heads_source else ''}: a LoRA run (its encoder is the base the "
-                             "adapters apply to); fine-tune it with --adapter lora")
+        if saved and heads_source is not None:
+            raise MtbioError(f"{heads_source.parent}: a LoRA run (its encoder is the base the adapters apply to); "
+                             "fine-tune it with --adapter lora")
         return ()
     settings = LoraSettings(config.lora_r, config.lora_alpha, config.lora_dropout, tuple(config.lora_target_modules))
     lora = lora_config(encoder, settings)
