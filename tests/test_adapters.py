@@ -16,18 +16,19 @@ from safetensors.torch import load_file
 import mtbio
 from mtbio.cli import main
 from mtbio.errors import MtbioError
+from mtbio.experiments.common import resolve_tasks
 from mtbio.experiments.evaluate import evaluate_paths
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
 from mtbio.experiments.training_run import train_tasks
-from mtbio.experiments.common import resolve_tasks
-from mtbio.training.config import RunConfig
+from mtbio.training.config import RunConfig, build_config
 from mtbio.training.trainer import StopRequested
 
 SENTENCES = ["the patient was seen today with fever", "aspirin noted in clinic report", "no other findings rash"]
 
 
-def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, tasks: list[str], **overrides: object) -> RunConfig:
+def _config(keyword_tasks: tuple[str, str], encoder: str | None, output: Path, tasks: list[str],
+            **overrides: object) -> RunConfig:
     defs, data = keyword_tasks
     values = dict(tasks=tasks, task_defs=[defs], data_dir=data, encoder=encoder, output=str(output), max_steps=24,
                   batch_size=16, lr=1e-2, seed=3, mixed_precision="no", adapter="lora", lora_r=4, lora_dropout=0.0)
@@ -194,13 +195,11 @@ def test_merge_equals_peft_merge_utils_applied_by_hand(
 def test_bad_adapter_and_merge_input_is_one_line(tmp_path: Path, micro_encoder: str,
                                                  keyword_tasks: tuple[str, str], tiny_encoder: str) -> None:
     with pytest.raises(MtbioError, match="--freeze-layers.*--adapter lora"):
-        from mtbio.training.config import build_config
-
         build_config({}, {"adapter": "lora", "freeze_layers": 2})
     with pytest.raises(MtbioError, match="(?i)target modules"):
         finetune(_config(keyword_tasks, micro_encoder, tmp_path / "bad", ["kw-all"], lora_target_modules=["nothing"]))
-    [(a, _)] = finetune(_config(keyword_tasks, micro_encoder, tmp_path / "a", ["kw-all"], adapter="none", max_steps=2))
-    defs, data = keyword_tasks
-    [(b, _)] = finetune(_config(keyword_tasks, micro_encoder, tmp_path / "b", ["kw-noise"], adapter="none", max_steps=2))
-    result = CliRunner().invoke(main, ["merge", str(a), str(b), "--output", str(tmp_path / "m"), "--base", tiny_encoder])
+    [(a, _)], [(b, _)] = (finetune(_config(keyword_tasks, micro_encoder, tmp_path / task, [task], adapter="none",
+                                           max_steps=2)) for task in ("kw-all", "kw-noise"))
+    result = CliRunner().invoke(main, ["merge", str(a), str(b), "--output", str(tmp_path / "m"),
+                                       "--base", tiny_encoder])  # the tiny BERT is not their base: other shapes
     assert result.exit_code == 2 and "do not match the base encoder" in result.output

@@ -273,8 +273,9 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
              f"over `{auto_class}` in `base/` (the frozen base encoder with the task's head).", "",
              *(["**Not learned:** this run left the task within a point of its trivial score; do not use it.", ""]
                if flag else []),
-             "```python", *([_peft_usage(auto_class, output)] if adapter else
-                            ["from transformers import pipeline", _usage(definition, is_pair_task(definition), output)]),
+             "```python",
+             *([_peft_usage(auto_class, output)] if adapter
+               else ["from transformers import pipeline", _usage(definition, is_pair_task(definition), output)]),
              "```", "",
              f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
              f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "

@@ -105,8 +105,9 @@ def read_adapter_config(directory: Path) -> Any:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise MtbioError(f"{path}: unreadable adapter config ({exc})") from None
-    if not isinstance(data, dict) or data.get("peft_type") != "LORA":
-        raise MtbioError(f"{path}: not a LoRA adapter config (peft_type {data.get('peft_type') if isinstance(data, dict) else None!r})")
+    kind = data.get("peft_type") if isinstance(data, dict) else None
+    if kind != "LORA":
+        raise MtbioError(f"{path}: not a LoRA adapter config (peft_type {kind!r})")
     try:
         return LoraConfig.from_pretrained(str(directory))
     except (TypeError, ValueError) as exc:
@@ -122,7 +123,8 @@ def load_adapter(encoder: nn.Module, task: str, directory: Path, config: Any = N
     if config is not None and (config.r, config.lora_alpha, set(config.target_modules)) != \
             (saved.r, saved.lora_alpha, set(saved.target_modules)):
         raise MtbioError(f"{directory}: adapter trained with r={saved.r}, alpha={saved.lora_alpha}, targets "
-                         f"{sorted(saved.target_modules)}; give the same --lora-r, --lora-alpha and --lora-target-modules")
+                         f"{sorted(saved.target_modules)}; give the same --lora-r, --lora-alpha and "
+                         "--lora-target-modules")
     add_adapter(encoder, task, config if config is not None else saved)
     path = directory / ADAPTER_WEIGHTS
     try:
