@@ -203,3 +203,22 @@ def test_bad_adapter_and_merge_input_is_one_line(tmp_path: Path, micro_encoder: 
     result = CliRunner().invoke(main, ["merge", str(a), str(b), "--output", str(tmp_path / "m"),
                                        "--base", tiny_encoder])  # the tiny BERT is not their base: other shapes
     assert result.exit_code == 2 and "do not match the base encoder" in result.output
+
+
+def test_merge_of_a_lora_run_averages_its_adapters_merged_as_peft_merges_them(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    run_dir, _ = refine(_config(keyword_tasks, micro_encoder, tmp_path / "run", ["kw-all", "kw-noise"], max_steps=4))
+    out = tmp_path / "merged"
+    result = CliRunner().invoke(main, ["merge", str(run_dir), "--method", "average", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    by_peft = [PeftModel.from_pretrained(AutoModel.from_pretrained(run_dir / "encoder"),
+                                         run_dir / "heads" / task / "adapter").merge_and_unload().state_dict()
+               for task in ("kw-all", "kw-noise")]
+    merged = load_file(str(out / "encoder/model.safetensors"))
+    for name, value in merged.items():
+        torch.testing.assert_close(value, (by_peft[0][name] + by_peft[1][name]) / 2, rtol=1e-6, atol=1e-7, msg=name)
+    assert not (out / "heads" / "kw-all" / "adapter").exists()
+    assert mtbio.load(out).model.adapters == ()
