@@ -446,17 +446,51 @@ def select(**values: Any) -> None:
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
 @click.option("--push-to-hub", "repo_id", metavar="REPO_ID", help="Also upload the directory to this Hub model repo.")
 @click.option("--overwrite", is_flag=True, help="Replace files in --output that mtbio did not write.")
-def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite: bool) -> None:
-    """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card)."""
+@click.option("--merge-adapter", is_flag=True, help="LoRA runs: merge the task's adapter into the encoder and write a "
+              "plain AutoModelFor* directory (default: the PEFT adapter over an AutoModelFor* base in OUTPUT/base).")
+def export(run_dir: str, task: str, output: str, repo_id: str | None, overwrite: bool, merge_adapter: bool) -> None:
+    """One task of a run as a standard AutoModelFor* directory (config with labels, weights, tokenizer, model card);
+    a LoRA run's task as a PEFT adapter over one."""
     from pathlib import Path
 
     from mtbio.experiments.export import export_task, push_to_hub
 
-    target = export_task(Path(run_dir), task, Path(output), overwrite=overwrite)
-    click.echo(f"written: {target} (loads with transformers' AutoModelFor*.from_pretrained and pipeline(); "
-               "the export's logits were checked against the run's)")
+    target = export_task(Path(run_dir), task, Path(output), overwrite=overwrite, merge_adapter=merge_adapter)
+    loads = ("PeftModel.from_pretrained(AutoModelFor*.from_pretrained(OUTPUT/base), OUTPUT)"
+             if (target / "adapter_config.json").is_file() else "transformers' AutoModelFor*.from_pretrained and pipeline()")
+    click.echo(f"written: {target} (loads with {loads}; the export's logits were checked against the run's)")
     if repo_id:
         click.echo(f"pushed: {push_to_hub(target, repo_id)}")
+
+
+def _floats(_ctx: click.Context, param: click.Parameter, value: str | None) -> list[float] | None:
+    try:
+        return [float(v) for v in value.split(",")] if value else None
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: comma-separated numbers", param=param) from None
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--method", type=click.Choice(["ties", "dare_linear", "average"]), default="ties", show_default=True,
+              help="ties / dare_linear: PEFT's merge of the task vectors (fine-tuned − base encoder), parameter by "
+                   "parameter; average: plain weight averaging.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Run directory to write.")
+@click.option("--density", type=float, default=0.5, show_default=True,
+              help="ties / dare_linear: the fraction of each task vector's entries kept.")
+@click.option("--weights", callback=_floats, help="One weight per task vector, comma-separated (default: 1 for ties, "
+              "1/n for dare_linear, equal for average).")
+@click.option("--base", help="The encoder the runs were fine-tuned from (default: their results.json's encoder_source).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seeds dare_linear's random drops.")
+def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, weights: list[float] | None,
+          base: str | None, seed: int) -> None:
+    """Merge fine-tuned runs' encoders into one run carrying every run's heads (mtbio evaluate scores it)."""
+    from pathlib import Path
+
+    from mtbio.experiments.merge import merge_runs
+
+    target = merge_runs([Path(p) for p in run_dirs], method, Path(output), density, weights, base, seed)
+    click.echo(f"written: {target} (score it with: mtbio evaluate {target})")
 
 
 @main.command()

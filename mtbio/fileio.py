@@ -178,11 +178,11 @@ def save_module(module: Any, path: Path | str) -> Path:
     return path
 
 
-def save_pretrained(obj: Any, directory: Path | str) -> Path:
-    """`obj.save_pretrained(directory)` (a model, tokenizer or config)."""
+def save_pretrained(obj: Any, directory: Path | str, **kwargs: Any) -> Path:
+    """`obj.save_pretrained(directory, **kwargs)` (a model, tokenizer, config or PEFT adapter config)."""
     directory = Path(directory)
     with writing(directory):
-        obj.save_pretrained(directory)
+        obj.save_pretrained(directory, **kwargs)
     return directory
 
 

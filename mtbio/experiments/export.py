@@ -18,6 +18,7 @@ pooler made linear (`_carry_cls_head`). Tagging exports reproduce `mtbio predict
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import yaml
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
 from mtbio.fileio import claim_output_dir, record_output_dir, save_pretrained, write_text
+from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
 from mtbio.training.results import is_finished, read_results
 
 PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
@@ -34,9 +36,14 @@ PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": 
 
 
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
-                overwrite: bool = False) -> Path:
+                overwrite: bool = False, merge_adapter: bool = False) -> Path:
     """Write `task` of the run in `run_dir` to `output` as an `AutoModelFor*` directory with a model card.
-    Files in `output` that mtbio did not write are refused unless `overwrite`."""
+    Files in `output` that mtbio did not write are refused unless `overwrite`.
+
+    A task of a LoRA run (`--adapter lora`) is written as a PEFT adapter in `output` over an `AutoModelFor*`
+    base in `output/base` (the base encoder with the task's head):
+    `PeftModel.from_pretrained(AutoModelFor*.from_pretrained(output / "base"), output)`. With `merge_adapter`,
+    the adapter is merged into the encoder and `output` is a plain `AutoModelFor*` directory."""
     from transformers import (
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
@@ -46,6 +53,9 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     run = load_run(run_dir)
     if task not in run.model.heads:
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
+    adapter = task in run.model.adapters
+    if merge_adapter and not adapter:
+        raise MtbioError(f"--merge-adapter: {run_dir} is not a LoRA run (its task '{task}' has no adapter)")
     head, definition = run.model.heads[task], run.tasks[task]
     cfg = head.config
     config = copy.deepcopy(run.model.encoder.config)
@@ -57,15 +67,52 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     if cfg.type != "tagging":
         config.problem_type = PROBLEM_TYPES[cfg.type]
     model = auto.from_config(config)
-    _copy_weights(model, run.model.encoder, head, task)
+    encoder = run.model.encoder
+    weights = (merged_state_dict(encoder, task) if merge_adapter else base_state_dict(encoder)) if adapter \
+        else encoder.state_dict()
+    _copy_weights(model, weights, head, task)
     if cfg.type != "tagging" and cfg.pooling == "cls":
         _carry_cls_head(model, task)
-    save_pretrained(model, output)
-    save_pretrained(run.tokenizer, output)
-    _check_same_logits(output, auto, run, task, sample_inputs or _sample_inputs(definition))
-    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__, str(output)))
+    peft = adapter and not merge_adapter
+    base = output / "base" if peft else output
+    save_pretrained(model, base)
+    save_pretrained(run.tokenizer, base)
+    if peft:
+        _save_peft_adapter(model, encoder, task, output, base)
+        save_pretrained(run.tokenizer, output)
+    _check_same_logits(lambda: _load_export(auto, base, output if peft else None), run, task,
+                       sample_inputs or _sample_inputs(definition))
+    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__, str(output), peft))
     record_output_dir(output, "mtbio export", before)
     return output
+
+
+def _save_peft_adapter(model: Any, encoder: Any, task: str, output: Path, base: Path) -> None:
+    """`task`'s adapter of the run's encoder as PEFT's adapter of the exported `AutoModelFor*` (whose encoder
+    sits under `base_model_prefix`), written by PEFT's `save_pretrained`."""
+    from peft import get_peft_model
+    from peft.functional import get_peft_model_state_dict, set_peft_model_state_dict
+
+    config = copy.deepcopy(encoder.peft_config[task])
+    config.base_model_name_or_path = None
+    wrapped = get_peft_model(model, config)
+    wrapped.peft_config["default"].base_model_name_or_path = str(base.resolve())
+    prefix = f"{PEFT_PREFIX}{model.base_model_prefix}."
+    weights = {prefix + key[len(PEFT_PREFIX):]: value for key, value in adapter_tensors(encoder, task).items()}
+    if set(weights) != set(get_peft_model_state_dict(wrapped)):
+        raise MtbioError(f"task '{task}': the adapter's weights do not fit {type(model).__name__}")
+    set_peft_model_state_dict(wrapped, weights)
+    save_pretrained(wrapped, output)
+
+
+def _load_export(auto: Any, base: Path, adapter: Path | None) -> Any:
+    """The exported model as a user loads it: transformers alone, or PEFT over the exported base."""
+    model = auto.from_pretrained(base)
+    if adapter is None:
+        return model
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, adapter)
 
 
 def push_to_hub(output: Path, repo_id: str) -> str:
@@ -84,9 +131,9 @@ def push_to_hub(output: Path, repo_id: str) -> str:
     return str(getattr(commit, "commit_url", repo_id))
 
 
-def _copy_weights(model: Any, encoder: Any, head: Any, task: str) -> None:
+def _copy_weights(model: Any, weights: dict[str, torch.Tensor], head: Any, task: str) -> None:
     base = model.base_model
-    missing, unexpected = base.load_state_dict(encoder.state_dict(), strict=False)
+    missing, unexpected = base.load_state_dict(weights, strict=False)
     unexpected = [k for k in unexpected if not k.startswith("pooler.")]  # token classifiers drop the pooler
     missing = [k for k in missing if not k.startswith("pooler.")]  # a cls head does not need the encoder's pooler
     if missing or unexpected:
@@ -130,10 +177,10 @@ def _sample_inputs(definition: Any) -> list[Any]:
     return ["Inhibition of the kinase by the compound reduced tumour growth."]
 
 
-def _check_same_logits(output: Path, auto: Any, run: Any, task: str, inputs: list[Any]) -> None:
-    """Reload the export and compare its logits with the run's head on `inputs` (eval mode)."""
+def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: list[Any]) -> None:
+    """Reload the export (`load`) and compare its logits with the run's head on `inputs` (eval mode)."""
     device = next(run.model.parameters()).device
-    exported = auto.from_pretrained(output).to(device).eval()
+    exported = load().to(device).eval()
     tokenizer = run.tokenizer
     for item in inputs:
         if isinstance(item, list):
@@ -178,6 +225,13 @@ def _yaml(path: Path) -> dict[str, Any]:
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
+def _peft_usage(auto_class: str, output: str) -> str:
+    return (f"from peft import PeftModel\nfrom transformers import {auto_class}, AutoTokenizer\n"
+            f'model = PeftModel.from_pretrained({auto_class}.from_pretrained("{output}/base"), "{output}")\n'
+            f'tokenizer = AutoTokenizer.from_pretrained("{output}")\n'
+            "# or model.merge_and_unload() for a plain transformers model (mtbio export --merge-adapter writes one)")
+
+
 def _usage(definition: Any, pair: bool, output: str) -> str:
     if definition.type == "tagging":
         return (f'nlp = pipeline("token-classification", model="{output}", aggregation_strategy="first")\n'
@@ -186,8 +240,10 @@ def _usage(definition: Any, pair: bool, output: str) -> str:
     return f'nlp = pipeline("text-classification", model="{output}", top_k=None)\nnlp({call})'
 
 
-def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, output: str = "PATH/TO/EXPORT") -> str:
-    """README.md for the exported directory (huggingface_hub's card API): base model, tasks, data, scores, usage."""
+def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, output: str = "PATH/TO/EXPORT",
+               adapter: bool = False) -> str:
+    """README.md for the exported directory (huggingface_hub's card API): base model, tasks, data, scores, usage.
+    `adapter`: the export is a PEFT LoRA adapter over the `AutoModelFor*` in `output/base`."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from mtbio.data.readers import is_pair_task
@@ -200,7 +256,8 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
     evals = [EvalResult(task_type=pipeline_task, dataset_type=definition.name, dataset_name=definition.name,
                         dataset_split=split, metric_type=metric, metric_value=float(value), metric_name=f"{split} {metric}")
              for split, values in scores.items() for metric, value in values.items()]
-    data = ModelCardData(base_model=base if not Path(base).exists() else None, library_name="transformers",
+    data = ModelCardData(base_model=base if not Path(base).exists() else None,
+                         library_name="peft" if adapter else "transformers",
                          pipeline_tag=pipeline_task, tags=["mtbio", "biomedical", definition.name], language="en",
                          license="apache-2.0" if base == MINILM_HUB_ID else None, datasets=[definition.name],
                          eval_results=evals or None, model_name=f"mtbio-{task}")
@@ -211,10 +268,14 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
     flag = not_learned(results, task)
     lines = [f"# {task}: {definition.description or definition.name}", "",
              f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with transformers alone "
-             f"(`{auto_class}`).", "",
+             f"(`{auto_class}`)." if not adapter else
+             f"Exported by `mtbio export` from the LoRA run `{run_dir.name}`: a PEFT LoRA adapter (this directory) "
+             f"over `{auto_class}` in `base/` (the frozen base encoder with the task's head).", "",
              *(["**Not learned:** this run left the task within a point of its trivial score; do not use it.", ""]
                if flag else []),
-             "```python", "from transformers import pipeline", _usage(definition, is_pair_task(definition), output),
+             "```python",
+             *([_peft_usage(auto_class, output)] if adapter
+               else ["from transformers import pipeline", _usage(definition, is_pair_task(definition), output)]),
              "```", "",
              f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
              f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "

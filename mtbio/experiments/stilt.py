@@ -68,6 +68,10 @@ def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path,
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
     refuse_adaptive_seeds(config, "stilt")
     inters, targets = stilt_tasks(config)
+    if config.adapter != "none":
+        raise MtbioError(f"stilt --adapter {config.adapter}: an intermediate LoRA run leaves its encoder/ the base "
+                         "encoder (the adapter is its task's own), so a transfer would start where the baseline does; "
+                         "run STILT with full training")
     state = processes(config)
     echo = echo if state.is_main_process else silent
     if all(i.name == t.name for i in inters for t in targets):

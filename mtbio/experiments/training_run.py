@@ -3,7 +3,8 @@ train it, keep the best dev weights, score test once if asked, and write the run
 
     <run_dir>/
         encoder/            best-dev encoder + tokenizer (plain HF `save_pretrained`)
-        heads/<task>/       head_config.json + model.safetensors
+        heads/<task>/       head_config.json + model.safetensors (+ adapter/: the task's LoRA adapter with
+                            --adapter lora, PEFT's format; encoder/ is then the frozen base encoder)
         tasks/<task>.yml    the resolved task definitions
         config.yaml         the resolved run config
         metrics.jsonl       one line per evaluation, and training curves every --log-every steps
@@ -27,6 +28,7 @@ from mtbio.errors import MtbioError
 from mtbio.evaluation.trivial import near_trivial, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
+from mtbio.model.adapters import ADAPTER_DIR, LoraSettings, add_adapter, load_adapter, lora_config
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
@@ -137,6 +139,27 @@ def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) ->
     return heads
 
 
+def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_source: Path | None) -> tuple[str, ...]:
+    """With --adapter lora, a LoRA adapter per task in `encoder` (frozen): the one saved under
+    `heads_source/<task>/adapter/` where the heads start from a LoRA run, else a new one. Returns the adapted tasks."""
+    saved = {t.name: heads_source / t.name / ADAPTER_DIR for t in tasks} if heads_source is not None else {}
+    saved = {name: path for name, path in saved.items() if path.is_dir()}
+    if config.adapter == "none":
+        if saved and heads_source is not None:
+            raise MtbioError(f"{heads_source.parent}: a LoRA run (its encoder is the base the adapters apply to); "
+                             "fine-tune it with --adapter lora")
+        return ()
+    settings = LoraSettings(config.lora_r, config.lora_alpha, config.lora_dropout, tuple(config.lora_target_modules))
+    lora = lora_config(encoder, settings)
+    for task in tasks:
+        if task.name in saved:
+            load_adapter(encoder, task.name, saved[task.name], lora)
+            log.info("%s: adapter starts from %s", task.name, saved[task.name])
+        else:
+            add_adapter(encoder, task.name, lora)
+    return tuple(t.name for t in tasks)
+
+
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
                  stage: str, data_dir: Path | None, log_file: RunLogHandler,
                  heads_source: Path | None,
@@ -154,7 +177,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     hidden = int(encoder.config.hidden_size)
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
-    model = MultiTaskModel(encoder, build_heads(tasks, hidden, heads_source))
+    heads = build_heads(tasks, hidden, heads_source)
+    adapters = build_adapters(tasks, encoder, config, heads_source)
+    model = MultiTaskModel(encoder, heads, adapters)
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from mtbio.errors import MtbioError
+from mtbio.model.adapters import use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
 
@@ -24,12 +25,15 @@ class TaskOutput:
 class MultiTaskModel(nn.Module):
     """`encoder` is any Hugging Face `AutoModel`; `heads` maps task name → head.
 
-    Heads are keyed by task name and loaded strictly by name, never by position.
+    Heads are keyed by task name and loaded strictly by name, never by position. `adapters`: the tasks with a
+    LoRA adapter of their own in the encoder (`mtbio.model.adapters`); a forward pass runs through its task's.
     """
 
-    def __init__(self, encoder: nn.Module, heads: dict[str, Head]):
+    def __init__(self, encoder: nn.Module, heads: dict[str, Head], adapters: tuple[str, ...] = ()):
         super().__init__()
         self.encoder = encoder
+        self.adapters = tuple(adapters)
+        self._active_adapter: str | None = None
         self.heads = nn.ModuleDict()
         for name, head in heads.items():
             self.add_head(name, head)
@@ -45,6 +49,9 @@ class MultiTaskModel(nn.Module):
         mask = inputs.get("attention_mask")
         if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
             inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)
+        if self.adapters and task != self._active_adapter:
+            use_adapter(self.encoder, task, self.adapters)
+            self._active_adapter = task
         encoded = self.encoder(**inputs)
         head = self.heads[task]
         logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None))

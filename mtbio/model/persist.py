@@ -3,6 +3,8 @@
     encoder/                 save_pretrained of the encoder + tokenizer (plain `AutoModel.from_pretrained`)
     heads/<task>/head_config.json
     heads/<task>/model.safetensors
+    heads/<task>/adapter/    a LoRA run's adapter of the task (PEFT's adapter_config.json + adapter_model.safetensors);
+                             `encoder/` is then the base encoder the adapters apply to
 
 Loading is strict: a head directory with unexpected files, a head config with unknown fields or
 an unknown type, or weights whose names or shapes differ from the config is refused with a
@@ -19,6 +21,7 @@ from safetensors.torch import load_file
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import fresh_dir, replace_dir, save_pretrained, save_tensors, write_json, writing
+from mtbio.model.adapters import ADAPTER_DIR, base_state_dict, load_adapter, save_adapter
 from mtbio.model.encoder import load_encoder, load_tokenizer
 from mtbio.model.heads import HEADS, HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
@@ -37,7 +40,10 @@ def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
         with writing(run_dir, hint=hint):
             encoder_tmp = fresh_dir(run_dir / "encoder")
             staged.append((encoder_tmp, run_dir / "encoder"))
-            save_pretrained(model.encoder, encoder_tmp)
+            if model.adapters:  # the base encoder; each task's adapter goes beside its head
+                save_pretrained(model.encoder, encoder_tmp, state_dict=base_state_dict(model.encoder))
+            else:
+                save_pretrained(model.encoder, encoder_tmp)
             save_pretrained(tokenizer, encoder_tmp)
             heads_tmp = fresh_dir(run_dir / "heads")
             staged.append((heads_tmp, run_dir / "heads"))
@@ -45,6 +51,8 @@ def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
                 write_json(heads_tmp / name / HEAD_CONFIG, head.config.to_json())
                 tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
                 save_tensors(tensors, heads_tmp / name / HEAD_WEIGHTS)
+                if name in model.adapters:
+                    save_adapter(model.encoder, name, heads_tmp / name / ADAPTER_DIR)
     except BaseException:
         for tmp, _ in staged:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -56,9 +64,10 @@ def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
 def read_head_config(head_dir: Path) -> HeadConfig:
     """Validate a head directory and parse its config; refuses anything unexpected."""
     present = {p.name for p in head_dir.iterdir()}
-    unexpected = sorted(present - {HEAD_CONFIG, HEAD_WEIGHTS})
+    unexpected = sorted(present - {HEAD_CONFIG, HEAD_WEIGHTS, ADAPTER_DIR})
     if unexpected:
-        raise MtbioError(f"{head_dir}: unexpected file(s) {unexpected}; a head holds only {HEAD_CONFIG} and {HEAD_WEIGHTS}")
+        raise MtbioError(f"{head_dir}: unexpected file(s) {unexpected}; a head holds only {HEAD_CONFIG}, {HEAD_WEIGHTS} "
+                         f"and a LoRA run's {ADAPTER_DIR}/")
     for needed in (HEAD_CONFIG, HEAD_WEIGHTS):
         if needed not in present:
             raise MtbioError(f"{head_dir}: missing {needed}")
@@ -111,5 +120,11 @@ def load_model(run_dir: Path, tasks: list[str] | None = None, **encoder_override
         raise MtbioError(f"{run_dir}: no head for task(s) {missing} (heads: {', '.join(available) or 'none'})")
     hidden = int(encoder.config.hidden_size)
     heads = {t: load_head(heads_dir / t, hidden) for t in wanted}
-    return MultiTaskModel(encoder, heads), tokenizer
+    adapters = tuple(t for t in wanted if (heads_dir / t / ADAPTER_DIR).is_dir())
+    if adapters and len(adapters) != len(wanted):
+        raise MtbioError(f"{run_dir}: tasks {sorted(set(wanted) - set(adapters))} have no {ADAPTER_DIR}/ beside their "
+                         f"head, tasks {sorted(adapters)} have one; a LoRA run has one for every task")
+    for task in adapters:
+        load_adapter(encoder, task, heads_dir / task / ADAPTER_DIR)
+    return MultiTaskModel(encoder, heads, adapters), tokenizer
 

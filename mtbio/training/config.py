@@ -122,6 +122,16 @@ class RunConfig(BaseModel):
                                          ge=1)
     no_bias_correction: bool = option(False, "AdamW without Adam's bias correction (the original BERT optimizer).",
                                       flag="--no-bias-correction/--bias-correction")
+    adapter: Literal["none", "lora"] = option(
+        "none", "lora: keep the encoder frozen and train one LoRA adapter per task (PEFT) with the heads; each "
+        "batch runs through its task's adapter. The run's encoder/ stays the base encoder, each task's adapter is "
+        "saved beside its head (heads/<task>/adapter/).")
+    lora_r: int = option(8, "LoRA rank (--adapter lora).", ge=1)
+    lora_alpha: int = option(16, "LoRA scaling alpha: the update is scaled by alpha/r (--adapter lora).", ge=1)
+    lora_dropout: float = option(0.1, "Dropout on the LoRA branch's input (--adapter lora).", ge=0, lt=1)
+    lora_target_modules: list[str] = option([], "Encoder modules that get LoRA (--adapter lora), comma-separated "
+                                            "names or name suffixes.", comma=True,
+                                            shown="peft's default for the model type (BERT, MiniLM: query,value)")
     patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
                                   ge=1, resumable=True)
 
@@ -235,6 +245,16 @@ class RunConfig(BaseModel):
             raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
         if self.main_task and self.mixer != "ratio":
             raise ValueError(f"--main-task applies to --mixer ratio only (the mixer is {self.mixer})")
+        return self
+
+    @model_validator(mode="after")
+    def _adapter_options(self) -> "RunConfig":
+        whole_encoder = [flag for flag, value in (("--freeze-layers", self.freeze_layers),
+                                                  ("--reinit-layers", self.reinit_layers),
+                                                  ("--layerwise-lr-decay", self.layerwise_lr_decay)) if value is not None]
+        if self.adapter == "lora" and whole_encoder:
+            raise ValueError(f"{', '.join(whole_encoder)}: options for training the whole encoder; --adapter lora "
+                             "keeps the encoder frozen and trains only the adapters and heads")
         return self
 
     def learning_rate(self, default: float) -> float:

@@ -1,0 +1,117 @@
+"""`mtbio merge`: fine-tuned runs' encoders merged into one encoder that carries every run's heads, written as a
+run directory that `mtbio evaluate`, `predict` and `export` take.
+
+Each run contributes its task vector, its fine-tuned encoder minus the base encoder it started from (a LoRA
+run: one per task, its adapter merged into the base). The merge is PEFT's (`peft.utils.merge_utils`), applied
+parameter by parameter: `ties` (trim to the largest `density` of each vector, elect the sign, average the agreeing
+entries; weights 1), `dare_linear` (drop entries at random, keep `density` of them rescaled, weighted sum; weights
+1/n). `average` is plain weight averaging of the fine-tuned encoders. The base + merged task vector is the encoder.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.predict import read_run_tasks
+from mtbio.experiments.training_run import write_task_defs
+from mtbio.model.adapters import merged_state_dict
+from mtbio.model.encoder import load_encoder, resolve_encoder_name
+from mtbio.model.multitask import MultiTaskModel
+from mtbio.model.persist import load_model, save_model
+from mtbio.training.results import read_results, write_results
+
+METHODS = ("ties", "dare_linear", "average")
+
+
+def base_encoder_source(run_dirs: Sequence[Path]) -> str | None:
+    """The encoder every run started from (results.json's `encoder_source`); runs from different ones are refused."""
+    sources = {read_results(run).get("encoder_source"): run for run in run_dirs}
+    if len({_resolved(source) for source in sources}) != 1:
+        listed = "; ".join(f"{run}: {source or 'the packaged MiniLM-L6'}" for source, run in sources.items())
+        raise MtbioError(f"the runs started from different encoders ({listed}); merge runs of one base, or give --base")
+    return next(iter(sources))
+
+
+def _resolved(source: str | None) -> str:
+    name = resolve_encoder_name(source)
+    return str(Path(name).resolve()) if Path(name).exists() else name
+
+
+def fine_tuned_encoders(run_dirs: Sequence[Path]) -> tuple[dict[Path, list[dict[str, Any]]], dict[str, Any],
+                                                            list[Any], Any]:
+    """Per run (resolved path), its fine-tuned encoder's weights (a LoRA run: one per task, its adapter merged into
+    the base); every task's head and definition; the first run's tokenizer. A run given twice is read once."""
+    states: dict[Path, list[dict[str, Any]]] = {}
+    heads: dict[str, Any] = {}
+    tasks: list[Any] = []
+    tokenizer = None
+    for run_dir in dict.fromkeys(Path(p).resolve() for p in run_dirs):
+        model, run_tokenizer = load_model(run_dir)
+        tokenizer = tokenizer or run_tokenizer
+        definitions = read_run_tasks(run_dir)
+        for name, head in model.heads.items():
+            if name in heads:
+                raise MtbioError(f"task '{name}' is in more than one run ({run_dir}); merge runs of different tasks")
+            heads[name] = head
+            tasks.append(definitions[name])
+        states[run_dir] = ([merged_state_dict(model.encoder, task) for task in model.adapters] if model.adapters
+                           else [model.encoder.state_dict()])
+    return states, heads, tasks, tokenizer
+
+
+def merge_tensors(method: str, base: Any, tuned: list[Any], weights: Sequence[float], density: float) -> Any:
+    """One parameter merged: `average` of the fine-tuned tensors, or base + PEFT's `ties`/`dare_linear` of the
+    task tensors (fine-tuned − base)."""
+    import torch
+    from peft.utils import merge_utils
+
+    factors = torch.tensor(list(weights), dtype=base.dtype, device=base.device)
+    if method == "average":
+        return (torch.stack(tuned) * factors.view(-1, *[1] * base.ndim)).sum(0) / factors.sum()
+    merge = {"ties": merge_utils.ties, "dare_linear": merge_utils.dare_linear}[method]
+    return base + merge([t - base for t in tuned], factors, density)
+
+
+def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: float = 0.5,
+               weights: Sequence[float] | None = None, base: str | None = None, seed: int = 42) -> Path:
+    """Merge the runs' encoders (see the module docstring) into the run directory `output`; returns it.
+    `weights`: one per task vector (default: 1 for ties, 1/n for dare_linear, equal for average); `base`: the
+    encoder the runs started from (default: their results.json's `encoder_source`); `seed`: dare's random drops."""
+    import torch
+
+    if method not in METHODS:
+        raise MtbioError(f"--method {method}: one of {', '.join(METHODS)}")
+    if not 0 < density <= 1:
+        raise MtbioError(f"--density {density}: the fraction of each task vector kept, in (0, 1]")
+    run_dirs = [Path(p) for p in run_dirs]
+    if output.exists() and any(output.iterdir()):
+        raise MtbioError(f"--output {output}: not empty; choose a new directory for the merged run")
+    source = base or base_encoder_source(run_dirs)
+    encoder = load_encoder(source)
+    # a run given n times is n equal task vectors (merging a run with itself gives the run back)
+    states, heads, tasks, tokenizer = fine_tuned_encoders(run_dirs)
+    tuned = [(run, state) for run in run_dirs for state in states[run.resolve()]]
+    if len(tuned) < 2:
+        raise MtbioError("merge takes two task vectors or more (two runs, or a LoRA run with several tasks)")
+    weights = list(weights) if weights else [1.0 if method == "ties" else 1.0 / len(tuned)] * len(tuned)
+    if len(weights) != len(tuned):
+        raise MtbioError(f"--weights: {len(weights)} given for {len(tuned)} task vectors (one per run; a LoRA run "
+                         "has one per task)")
+    base_state = encoder.state_dict()
+    for run, state in tuned:
+        if set(state) != set(base_state) or any(state[k].shape != v.shape for k, v in base_state.items()):
+            raise MtbioError(f"{run}: its encoder's weights do not match the base encoder "
+                             f"{source or 'the packaged MiniLM-L6'} (names or shapes differ); merge runs fine-tuned "
+                             "from that encoder, or give --base")
+    torch.manual_seed(seed)
+    merged = {name: merge_tensors(method, value, [state[name] for _, state in tuned], weights, density)
+              if value.is_floating_point() else value for name, value in base_state.items()}
+    encoder.load_state_dict(merged)
+    save_model(MultiTaskModel(encoder, heads), tokenizer, output)
+    write_task_defs(tasks, output / "tasks")
+    write_results(output, {"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
+                           "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
+                           "weights": weights, "seed": seed, "dev": {}, "test": {}})
+    return output
