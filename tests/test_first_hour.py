@@ -161,6 +161,7 @@ def _first_refine_command() -> list[str]:
     return shlex.split(next(line for line in block.splitlines() if line.startswith("mtbio refine")))
 
 
+@pytest.mark.slow
 def test_the_readme_first_refine_learns_every_task_at_the_defaults(tmp_path: Path, data_dir: Path) -> None:
     """The README's first command, as written (the packaged MiniLM, its default recipe, the documented sizes):
     every task ends well above its trivial score, so a new user's first run is not a silent failure."""

@@ -86,10 +86,14 @@ def load_task_split(
     fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)
                                                  else examples_fingerprint(examples))
     dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
-    stats = featurize_stats(dataset)  # logged once per split, whether the features came from the cache or not
+    _log_truncation(task, split, dataset, max_length)  # once per split, from the cache or not
+    return _to_split(examples, dataset)
+
+
+def _log_truncation(task: TaskDef, split: str, dataset: Any, max_length: int | None) -> None:
+    stats = featurize_stats(dataset)
     if stats.truncated or stats.words_lost:
         log.info("%s/%s: %s (max_length %d)", task.name, split, stats, max_length or task.max_length)
-    return _to_split(examples, dataset)
 
 
 def load_task_data(
@@ -137,5 +141,7 @@ def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]])
 
 
 def featurize_raw(task: TaskDef, examples: list[Example], tokenizer: Any, max_length: int | None = None) -> SplitData:
-    """Featurize unlabelled examples (prediction) without touching the cache."""
-    return _to_split(examples, featurize(examples, task, tokenizer, max_length or task.max_length))
+    """Featurize unlabelled examples (prediction) without touching the cache; truncation is logged once."""
+    dataset = featurize(examples, task, tokenizer, max_length or task.max_length)
+    _log_truncation(task, "input", dataset, max_length)
+    return _to_split(examples, dataset)

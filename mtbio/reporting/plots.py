@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -26,9 +26,9 @@ from mtbio.reporting.verdicts import COLOURS, DECIDED, HURTS, IMPROVES, NO_EFFEC
 
 
 def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None = None,
-                        number: str = "{:+.3f}") -> None:
+                        number: str = "{:+.3f}", unlearned: Sequence[str] = ()) -> None:
     """Directed graph on a circle; both directions of a pair are drawn as separate arcs. `number`
-    formats the edge labels; `title` replaces the pairwise caption."""
+    formats the edge labels; `title` replaces the pairwise caption; `unlearned` tasks are marked."""
     import networkx as nx
 
     graph = nx.DiGraph()
@@ -40,7 +40,8 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
     pos = nx.circular_layout(graph) if n > 1 else {node: (0.0, 0.0) for node in graph}
     size = max(6.0, 1.6 * math.sqrt(max(n, 1)) + 4)
     fig, ax = plt.subplots(figsize=(size, size))
-    labels = {node["task"]: f"{node['task']}\n{node['baseline']['mean']:.3f}" for node in relations["nodes"]}
+    labels = {node["task"]: f"{node['task']}\n{node['baseline']['mean']:.3f}"
+              + ("\nnot learned" if node["task"] in unlearned else "") for node in relations["nodes"]}
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=3200, node_color="#e3f2fd", edgecolors="#1565c0")
     nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=9)
     style = "arc3,rad=0.18"

@@ -38,6 +38,12 @@ def not_learned(metric: str, alone: Scores, together: Scores, trivial: float | N
             f"trivial score {trivial:.4f}")
 
 
+def unlearned_tasks(relations: dict[str, Any]) -> list[str]:
+    """The tasks whose baseline mean is within a point of their trivial score (not learned alone)."""
+    return [n["task"] for n in relations["nodes"] if n.get("trivial") is not None
+            and near_trivial(n["baseline"]["mean"], n["trivial"], n["metric"])]
+
+
 # ---- pairwise ------------------------------------------------------------------------------------
 def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
                     together: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float, split: str = "dev",
@@ -146,7 +152,7 @@ def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     write_graphml(relations, paths[2])
     tasks, matrix = gain_matrix(relations)
     write_matrix_csv(paths[3], "target \\ partner", tasks, tasks, matrix)
-    plot_relation_graph(relations, paths[4])
+    plot_relation_graph(relations, paths[4], unlearned=unlearned_tasks(relations))
     plot_gain_matrix(relations, tasks, matrix, paths[5])
     return paths
 
@@ -340,9 +346,11 @@ def _report_pairwise(relations: dict[str, Any]) -> str:
         cells = [(f"{edges[(target, s)]['delta']:+.4f}{MARK[edges[(target, s)]['verdict']]}"
                   if (target, s) in edges else "·") for s in tasks]
         rows.append([target, _pm(node["baseline"]["mean"], node["baseline"]["sd"]), *cells])
+    unlearned = unlearned_tasks(relations)
     lines = ["Pairwise MTL gain matrix: Δ of the target (row) when trained together with the partner (column)",
-             _legend(relations), withheld_note(relations["edges"]), "", _table(["target", "alone", *tasks], rows), "",
-             "most helpful partner:"]
+             _legend(relations), withheld_note(relations["edges"]),
+             *([f"not learned alone (baseline within a point of its trivial score): {', '.join(unlearned)}"]
+               if unlearned else []), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
     for target in tasks:
         lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
     lines += ["", *_evidence_lines([(f"{e['source']} → {e['target']}", e) for e in relations["edges"]],

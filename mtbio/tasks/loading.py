@@ -284,8 +284,9 @@ def missing_message(task: TaskDef, missing: list[Path]) -> str:
     """'missing — put files at …; <access>' (credentialed data is never shipped)."""
     where = ", ".join(str(p) for p in missing)
     access = f"; {task.access}" if task.access else ""
-    kind = " (credentialed; public stand-ins train without credentials: --domain clinical-public)" if task.credentialed else ""
-    return f"missing{kind} — put files at {where}{access}"
+    kind = " (credentialed)" if task.credentialed else ""
+    public = "; public stand-ins train without credentials: --domain clinical-public" if task.credentialed else ""
+    return f"missing{kind} — put files at {where}{access}{public}"
 
 
 def require_data(task: TaskDef, data_dir: Path | None) -> None:

@@ -1,0 +1,98 @@
+"""Issue 34's smaller things, each as a user meets it: a report that leaves run directories alone,
+sweep status lines that keep their timestamps, a curves plot with the trivial score, the kept step and
+the learning rate, tracker hyperparameters without sweep-only keys, and one truncation line per split."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from mtbio.cli import main
+from mtbio.training.config import RunConfig, run_options
+
+
+def _run_dir(root: Path) -> Path:
+    run = root / "run"
+    (run / "tasks").mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({"stage": "finetune", "dev": {"ddi": {"micro_f1": 0.5}},
+                                                  "trivial": {"ddi": 0.0}, "best_step": 20}))
+    (run / "config.yaml").write_text(yaml.safe_dump({"seed": 42}))
+    (run / "tasks" / "ddi.yml").write_text(yaml.safe_dump({"name": "ddi", "metric": "micro_f1", "category": "relation"}))
+    records = [{"step": s, "split": "train", "loss": {"ddi": 1.0 / s}, "lr": 1e-4 * s / 40} for s in (10, 20, 30, 40)]
+    records += [{"step": s, "split": "dev", "scores": {"ddi": {"micro_f1": 0.1 * s / 10}}} for s in (20, 40)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+def test_report_leaves_the_run_directory_as_it_was(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    before = sorted(p.name for p in run.iterdir())
+    result = CliRunner().invoke(main, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in run.iterdir()) == before and "written:" not in result.output
+    kept = CliRunner().invoke(main, ["report", str(run), "--csv", str(tmp_path / "table.csv")])
+    assert kept.exit_code == 0 and (tmp_path / "table.csv").is_file() and (tmp_path / "table.json").is_file()
+
+
+def test_curves_show_the_trivial_score_the_kept_step_and_the_learning_rate(tmp_path: Path, monkeypatch) -> None:
+    import matplotlib.axes
+
+    run = _run_dir(tmp_path)
+    drawn: dict[str, list] = {"axhline": [], "axvline": []}
+    for name in drawn:
+        original = getattr(matplotlib.axes.Axes, name)
+        monkeypatch.setattr(matplotlib.axes.Axes, name,
+                            lambda self, value, *a, _o=original, _n=name, **k: (drawn[_n].append(value), _o(self, value, *a, **k))[1])
+    result = CliRunner().invoke(main, ["report", str(run), "--curves"])
+    assert result.exit_code == 0, result.output
+    assert drawn["axhline"] == [0.0] and drawn["axvline"] == [20]  # ddi's trivial score; the kept step
+    import matplotlib.image
+
+    image = matplotlib.image.imread(run / "curves.png")
+    assert image.shape[1] > 1.3 * image.shape[0]  # three panels side by side
+
+
+def test_sweep_status_keeps_a_long_lines_timestamp(tmp_path: Path) -> None:
+    from mtbio.experiments.sweep import Cell
+    from mtbio.experiments.sweep_status import _last_line
+
+    run = tmp_path / "cell"
+    run.mkdir()
+    (run / "run.log").write_text("2026-11-24 11:18:34 INFO " + "x" * 150 + " the end\n")
+    line = _last_line(Cell("baseline", ("ddi",), 42, run, "finetune", 1e-4))
+    assert line.startswith("2026-11-24 11:18:34") and line.endswith("the end") and len(line) <= 100
+
+
+def test_tracker_hyperparameters_are_the_runs_own_options() -> None:
+    options = set(run_options())
+    assert {"lr", "epochs", "batch_size", "recipe", "max_eval_examples"} <= options
+    assert not options & {"seeds", "max_seeds", "launcher", "parallel", "alpha", "prune", "affinity_every", "top"}
+    assert options <= set(RunConfig.model_fields)
+
+
+def test_each_truncation_count_is_logged_once(tmp_path: Path, tiny_encoder: str, data_dir: Path, caplog) -> None:
+    from mtbio.data.pipeline import load_task_split
+    from mtbio.model.encoder import load_tokenizer
+    from mtbio.tasks.loading import load_catalog
+
+    task = load_catalog().tasks["chemprot"]
+    with caplog.at_level(logging.INFO, logger="mtbio"):
+        load_task_split(task, "dev", data_dir, load_tokenizer(tiny_encoder), 300, 16)
+    lines = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("chemprot/dev: ") and "(max_length 16)" in lines[0]
+
+
+def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
+    from mtbio.reporting.relations import build_relations, report_relations, unlearned_tasks, write_relations
+
+    seeds = {42: 0.0, 43: 0.0, 44: 0.0}
+    relations = build_relations({"a": "accuracy", "b": "accuracy"},
+                                {"a": {s: 0.50 for s in seeds}, "b": {s: 0.80 + 0.01 * i for i, s in enumerate(seeds)}},
+                                {("b", "a"): {s: 0.70 for s in seeds}, ("a", "b"): {s: 0.81 for s in seeds}},
+                                0.05, 0.01, trivial={"a": 0.50, "b": 0.40})
+    assert unlearned_tasks(relations) == ["a"]
+    write_relations(tmp_path, relations)
+    assert "not learned alone (baseline within a point of its trivial score): a" in report_relations(tmp_path)
