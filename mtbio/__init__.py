@@ -41,8 +41,8 @@ def _config(options: dict[str, Any]) -> Any:
     a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
     from mtbio.training.config import RunConfig, build_config, read_config_file
 
-    file_values = read_config_file(options.pop("config")) if options.get("config") else {}
-    options.pop("config", None)
+    config_file = options.pop("config", None)
+    file_values = read_config_file(config_file) if config_file else {}
     for name, value in list(options.items()):
         field = RunConfig.model_fields.get(name)
         if isinstance(value, str) and field is not None and field.default_factory is list:
