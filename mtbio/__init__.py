@@ -39,7 +39,8 @@ def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str
 def _config(options: dict[str, Any]) -> Any:
     """A RunConfig from keyword options named as the CLI's flags (underscores), `config=` a YAML file;
     a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
-    from mtbio.training.config import RunConfig, build_config, read_config_file
+    from mtbio.training.config import RunConfig, build_config
+    from mtbio.training.option_files import read_config_file
 
     config_file = options.pop("config", None)
     file_values = read_config_file(config_file) if config_file else {}

@@ -170,8 +170,6 @@ def _option_from_field(name: str, field: Any) -> Any:
 class _IntOrWord(click.ParamType):
     """An integer, or one of a few words (`--seeds auto`)."""
 
-    name = "integer"
-
     def __init__(self, words: tuple[str, ...]) -> None:
         self.words = words
         self.name = "|".join(["INTEGER", *words])
@@ -207,7 +205,8 @@ training_options = config_options("training")
 
 
 def _run_config(values: dict[str, Any]) -> Any:
-    from mtbio.training.config import build_config, read_config_file
+    from mtbio.training.config import build_config
+    from mtbio.training.option_files import read_config_file
 
     config_file = values.pop("config_file", None)
     file_values = read_config_file(config_file) if config_file else {}

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import predict_relations
-from mtbio.experiments.common import catalog_for, data_dir_for
+from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
@@ -42,8 +42,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     candidates = [c for c in candidates if c.name != target.name]
     if not candidates:
         raise MtbioError("select needs at least one candidate besides the target (--candidates a,b,... or a domain)")
-    if config.max_seeds is not None:
-        raise MtbioError("select runs a fixed number of seeds (--seeds); leave out --max-seeds")
+    refuse_adaptive_seeds(config, "select")
     state = processes(config)
     echo = echo if state.is_main_process else silent
     data_dir = data_dir_for(config)

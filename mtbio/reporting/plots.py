@@ -22,7 +22,7 @@ from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from mtbio.fileio import save_figure  # noqa: E402
-from mtbio.reporting.verdicts import COLOURS, DECIDED, HURTS, IMPROVES, NO_EFFECT  # noqa: E402
+from mtbio.reporting.verdicts import COLOURS, DECIDED, HURTS, IMPROVES, MIN_SEEDS, NO_EFFECT  # noqa: E402
 
 
 def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None = None,
@@ -61,7 +61,8 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
                                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     withheld = sum(1 for e in relations["edges"] if e.get("withheld"))
     note = (f"\n{withheld} of {len(relations['edges'])} edges get no verdict (grey): "
-            + ("fewer than 3 seeds" if len(relations["seeds"]) < 3 else "a target not learned or too few seeds")
+            + (f"fewer than {MIN_SEEDS} seeds" if len(relations["seeds"]) < MIN_SEEDS
+               else "a target not learned or too few seeds")
             if withheld else "")
     ax.set_title(title or f"Pairwise MTL ({relations['split']}, {len(relations['seeds'])} seed(s)): "
                  "green improves, red hurts\ngrey: dashed no effect, dotted undecided\nnode: baseline score; "

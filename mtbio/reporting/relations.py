@@ -25,17 +25,17 @@ from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE,
 
 
 
-def not_learned(metric: str, alone: Scores, together: Scores, trivial: float | None) -> str | None:
-    """Why an edge gets no verdict: its target was learned neither alone nor with the partner (both
-    means within a point of the trivial score), so Δ compares two untrained heads. None otherwise: a
-    target learned only with its partner is the effect pairwise training looks for."""
+def withhold_unlearned(cell: dict[str, Any], target: str, metric: str, alone: Scores, together: Scores,
+                       trivial: float | None) -> None:
+    """Give `cell` no verdict (its `withheld` reason) when its target was learned neither alone nor with
+    the partner (both means within a point of the trivial score), so Δ compares two untrained heads. A
+    target learned only with its partner is the effect pairwise training looks for: that is judged."""
     if trivial is None or not alone or not together:
-        return None
+        return
     means = [statistics.fmean(alone.values()), statistics.fmean(together.values())]
-    if not all(near_trivial(m, trivial, metric) for m in means):
-        return None
-    return (f"not learned alone ({means[0]:.4f}) nor with the partner ({means[1]:.4f}): within a point of its "
-            f"trivial score {trivial:.4f}")
+    if all(near_trivial(m, trivial, metric) for m in means):
+        cell["withheld"] = (f"{target}: not learned alone ({means[0]:.4f}) nor with the partner ({means[1]:.4f}): "
+                            f"within a point of its trivial score {trivial:.4f}")
 
 
 def unlearned_tasks(relations: dict[str, Any]) -> list[str]:
@@ -53,8 +53,8 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
     (source → target), the family its p values were corrected over, and the graph's reliability.
 
     `together[(s, t)]` holds t's score when trained with s. With `test`, every node and edge also
-    gets its test-split numbers (the verdict stays the dev one). An edge into a target whose
-    baseline is within a point of its `trivial` score gets no verdict.
+    gets its test-split numbers (the verdict stays the dev one). An edge into a target learned neither
+    alone nor with the partner (both within a point of its `trivial` score) gets no verdict.
     """
     tasks = list(metrics)
     nodes = []
@@ -72,10 +72,8 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
             sign = metric_sign(metrics[target])
             edge = {"source": source, "target": target,
                     **compare(together[(source, target)], baseline[target], sign, alpha, min_delta)}
-            unlearned = not_learned(metrics[target], baseline[target], together[(source, target)],
-                                    (trivial or {}).get(target))
-            if unlearned:
-                edge["withheld"] = f"{target}: {unlearned}"
+            withhold_unlearned(edge, target, metrics[target], baseline[target], together[(source, target)],
+                               (trivial or {}).get(target))
             if test:
                 test_edge = compare(test[1][(source, target)], test[0][target], sign, alpha, min_delta)
                 edge["test"] = {k: test_edge[k] for k in ("delta", "sd", "per_seed")}
@@ -209,8 +207,8 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
                 trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
     """stilt.json: per target its baseline and, per intermediate task, the transferred score and Δ.
 
-    `transferred[(i, t)]` holds t's score after training on i first. A target whose baseline is
-    within a point of its `trivial` score gets no verdicts.
+    `transferred[(i, t)]` holds t's score after training on i first. A cell whose target was learned
+    neither alone nor after the intermediate task (both within a point of its `trivial` score) gets no verdict.
     """
     rows = []
     for target in metrics:
@@ -219,10 +217,8 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
             if (inter, target) in transferred:
                 cells[inter] = compare(transferred[(inter, target)], baseline[target], metric_sign(metrics[target]),
                                        alpha, min_delta)
-                unlearned = not_learned(metrics[target], baseline[target], transferred[(inter, target)],
-                                        (trivial or {}).get(target))
-                if unlearned:
-                    cells[inter]["withheld"] = f"{target}: {unlearned}"
+                withhold_unlearned(cells[inter], target, metrics[target], baseline[target],
+                                   transferred[(inter, target)], (trivial or {}).get(target))
         rows.append({"target": target, "metric": metrics[target], "baseline": summary(baseline[target]),
                      "intermediate": cells})
     family = correct({f"{i}->{r['target']}": c for r in rows for i, c in r["intermediate"].items()}, correction,

@@ -4,8 +4,9 @@
 Verdict (the edge colour): with n ≥ 2 seeds, a two-sided paired t-test on the n per-seed Δ
 (t = mean / (sd / √n), n − 1 degrees of freedom). The edge is "improves" (green) when mean Δ > 0,
 p < alpha and |mean Δ| ≥ min_delta; "hurts" (red) when mean Δ < 0 under the same two conditions;
-otherwise "no effect" (grey). With a single seed there is no spread to test against, so only
-|Δ| ≥ min_delta decides. Defaults: alpha 0.05, min_delta 0.01 (one point of a 0–1 metric).
+otherwise "no effect" (grey). `judge` alone, uncorrected, lets |Δ| ≥ min_delta decide a single seed;
+within a family (`correct`, below) fewer than `MIN_SEEDS` seeds get no verdict. Defaults: alpha 0.05,
+min_delta 0.01 (one point of a 0–1 metric).
 
 Each Δ carries its t interval (level 1 − alpha). The tests of one graph or table form a family:
 `correct` adjusts their p values (Holm by default, Benjamini–Hochberg or none) and the verdict

@@ -272,16 +272,6 @@ def fixed_on_resume() -> list[str]:
     return [name for name in run_options() if not (RunConfig.model_fields[name].json_schema_extra or {}).get("resumable")]
 
 
-def read_config_file(path: Path | str) -> dict[str, Any]:
-    """A YAML file of flag values (keys with dashes or underscores)."""
-    from mtbio.tasks.loading import read_yaml
-
-    data = read_yaml(Path(path)) or {}
-    if not isinstance(data, dict):
-        raise MtbioError(f"{path}: a config file is a mapping of option names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
-
-
 def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source: str = "config") -> RunConfig:
     """Defaults < config file < flags given on the command line."""
     merged = {**file_values, **cli_values}

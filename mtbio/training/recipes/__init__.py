@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.training.option_files import read_config_file
 
 HERE = Path(__file__).resolve().parent
 AUTO, FALLBACK = "auto", "mt-bert"
@@ -19,15 +20,6 @@ AUTO, FALLBACK = "auto", "mt-bert"
 def shipped() -> list[str]:
     """Names of the recipes shipped with mtbio."""
     return sorted(p.stem for p in HERE.glob("*.yml"))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    from mtbio.tasks.loading import read_yaml
-
-    data = read_yaml(path) or {}
-    if not isinstance(data, dict):
-        raise MtbioError(f"{path}: a recipe is a mapping of option names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
 def recipe_path(name: str) -> Path:
@@ -46,7 +38,7 @@ def _encoder_of(values: dict[str, Any]) -> tuple[str | None, str | None]:
     if source:
         saved = Path(source) / "config.yaml"
         if saved.is_file():
-            config = _read(saved)
+            config = read_config_file(saved)
             return config.get("encoder"), config.get("recipe")
     return values.get("encoder"), None
 
@@ -68,13 +60,13 @@ def choose(name: str, values: dict[str, Any]) -> str:
     if inherited and inherited != AUTO:
         return inherited
     for candidate in shipped():
-        if candidate != FALLBACK and _names_encoder(_read(HERE / f"{candidate}.yml"), encoder):
+        if candidate != FALLBACK and _names_encoder(read_config_file(HERE / f"{candidate}.yml"), encoder):
             return candidate
     return FALLBACK
 
 
 def recipe_values(name: str) -> dict[str, Any]:
     """The option values a recipe sets (its `encoders` list left out)."""
-    values = _read(recipe_path(name))
+    values = read_config_file(recipe_path(name))
     values.pop("encoders", None)
     return values
