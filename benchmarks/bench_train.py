@@ -182,7 +182,8 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
               batching: dict[str, int | bool], hyper: dict[str, Any]) -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
-    from mtbio.training.config import RunConfig, read_config_file
+    from mtbio.training.config import RunConfig
+    from mtbio.training.option_files import read_config_file
 
     task, extra_defs = with_pooling(task, pooling, out_dir / "task-defs")
     task_defs = task_defs + extra_defs
