@@ -182,7 +182,7 @@ def test_length_mismatch_is_an_error(metric: str) -> None:
 
 
 def test_metric_on_wrong_task_type_is_an_error() -> None:
-    with pytest.raises(MtbioError, match="applies to regression"):
+    with pytest.raises(MtbioError, match="scores labels that are a number"):
         score("pearson", REL_GOLD, REL_PRED, REL)
 
 
@@ -209,14 +209,14 @@ def test_metrics_carry_their_direction_and_scale() -> None:
 
 def test_trivial_scores_are_the_majority_class_and_all_o() -> None:
     from mtbio.data.example import Example
-    from mtbio.evaluation.trivial import trivial_prediction, trivial_scores
+    from mtbio.evaluation.trivial import trivial_scores
     from mtbio.tasks.schema import TaskDef
 
     rel = TaskDef(name="r", type="classification", format="tsv", files={"train": "x"}, metric="micro_f1",
                   labels=["neg", "a", "b"], negative_label="neg")
     train = [Example(str(i), label, text="t") for i, label in enumerate(["neg", "neg", "a", "neg", "b"])]
     dev = [Example(str(i), label, text="t") for i, label in enumerate(["a", "neg", "b", "neg"])]
-    assert trivial_prediction(rel, train) == "neg"
+    assert rel.kind.trivial_predictions(rel, train, dev) == ["neg"] * 4
     assert trivial_scores(rel, train, dev)["micro_f1"] == 0.0  # nothing positive is ever predicted
     acc = rel.model_copy(update={"metric": "accuracy", "negative_label": None})
     assert trivial_scores(acc, train, dev)["accuracy"] == 0.5  # 2 of 4 dev examples are "neg"

@@ -13,6 +13,7 @@ BLURB = ["bc5cdr-chem", "bc5cdr-disease", "ncbi-disease", "bc2gm", "jnlpba", "eb
          "biosses", "hoc", "pubmedqa", "bioasq"]
 CLINICAL = ["clinicalsts", "i2b2-2010", "mednli", "shareclefe"]
 PUBLIC_CLINICAL = ["nli4ct", "mediqa-rqe", "mqp", "ade", "chia"]
+ENTITY_MARKER_VARIANTS = ["chemprot-entities", "ddi-entities"]  # BLURB relation sets read by the entity_relation kind
 
 VALID = """\
 name: demo
@@ -30,7 +31,7 @@ def test_every_shipped_definition_loads():
     paths = sorted(p for p in BUILTIN_TASK_DEFS.glob("*.yml") if p.name != "domains.yml")
     names = [load_task_def(p).name for p in paths]
     assert names == [p.stem for p in paths]  # one file per task, named after it
-    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL)
+    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL + ENTITY_MARKER_VARIANTS)
 
 
 def test_domains_and_alias_resolve():
@@ -95,10 +96,10 @@ def _errors(tmp_path: Path, text: str) -> list[TaskDefinitionError]:
         ("label_map: {positive: good}\n", "label_map", "maps 'positive' to 'good', which is not in labels"),
         ("negative_label: neutral\n", "negative_label", "'neutral' is not in labels"),
         ("max_length: long\n", "max_length", "valid integer"),
-        ("type: ranking\n", "type", "Input should be"),
+        ("type: ranking\n", "type", "unknown task type 'ranking'"),
         ("format: xml\n", "format", "unknown format 'xml'"),
         ("extra_metrics: [f2]\n", "extra_metrics", "unknown metric 'f2'"),
-        ("tagging_scheme: IOB2\n", "tagging_scheme", "applies to tagging tasks only"),
+        ("tagging_scheme: IOB2\n", "tagging_scheme", "applies to tasks that tag words only"),
         ("pooling: mean\n", "pooling", "Input should be 'cls' or 'pooler'"),
         ("files: {all: demo/all.tsv}\n", "derived_split", "needs derived_split"),
         ("reader_options: {sep: ';'}\n", "reader_options.sep", "has no option 'sep'"),

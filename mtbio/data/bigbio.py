@@ -84,7 +84,7 @@ def examples_from_schema(records: Iterable[Mapping[str, Any]], schema: str, task
 
 
 def _pair(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source: str) -> Iterator[Example]:
-    _require_type(task, schema, ("classification", "regression"))
+    _require_form(task, schema, ("class", "number"))
     first, second = PAIR_FIELDS[schema]
     for row, record in enumerate(records, start=1):
         yield _example(record, source, row, _one_label(task, record.get("label"), source, row),
@@ -92,10 +92,10 @@ def _pair(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, sour
 
 
 def _text(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source: str) -> Iterator[Example]:
-    _require_type(task, schema, ("classification", "multilabel", "regression"))
+    _require_form(task, schema, ("class", "classes", "number"))
     for row, record in enumerate(records, start=1):
         labels = _strings(record, "labels", source, row)
-        if task.type == "multilabel":
+        if task.kind.label_form == "classes":
             label: Label = labels
         elif len(labels) != 1:
             raise DataFormatError(source, row, f"a {task.type} task needs exactly one label, the row has {len(labels)}")
@@ -105,7 +105,7 @@ def _text(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, sour
 
 
 def _qa(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source: str) -> Iterator[Example]:
-    _require_type(task, schema, ("classification",))
+    _require_form(task, schema, ("class",))
     for row, record in enumerate(records, start=1):
         answer = _strings(record, "answer", source, row)
         if len(answer) != 1:
@@ -119,8 +119,8 @@ def _qa(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source
 
 
 def _kb(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source: str) -> Iterator[Example]:
-    _require_type(task, schema, ("tagging", "classification"))
-    return _tag(records, task, source) if task.type == "tagging" else _relations(records, task, source)
+    _require_form(task, schema, ("tags", "class"))
+    return _tag(records, task, source) if task.kind.label_form == "tags" else _relations(records, task, source)
 
 
 @dataclass(frozen=True)
@@ -294,17 +294,21 @@ def _example(record: Mapping[str, Any], source: str, row: int, label: Label, suf
 
 
 def _one_label(task: TaskDef, value: Any, source: str, row: int) -> Label:
-    if task.type != "regression":
+    if task.kind.label_form != "number":
         return value
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise DataFormatError(source, row, f"a regression label must be a number, got {value!r}") from None
+        raise DataFormatError(source, row, f"a {task.type} label must be a number, got {value!r}") from None
 
 
-def _require_type(task: TaskDef, schema: str, types: tuple[str, ...]) -> None:
-    if task.type not in types:
-        raise MtbioError(f"task '{task.name}': schema {schema} gives {' or '.join(types)} tasks, not {task.type}")
+FORM_NAMES = {"class": "one class label", "classes": "a set of labels", "number": "a number", "tags": "one tag per word"}
+
+
+def _require_form(task: TaskDef, schema: str, forms: tuple[str, ...]) -> None:
+    if task.kind.label_form not in forms:
+        raise MtbioError(f"task '{task.name}': schema {schema} gives examples labelled with "
+                         f"{' or '.join(FORM_NAMES[f] for f in forms)}, which a {task.type} task does not take")
 
 
 def _string(record: Mapping[str, Any], key: str, source: str, row: int) -> str:

@@ -1,14 +1,11 @@
 """Examples → tokenized features (a `datasets.Dataset`), tag decoding, and an on-disk feature cache.
 
-Columns: `input_ids`, `attention_mask`, `token_type_ids` (when the tokenizer makes them), `labels`,
-`length` (tokens), `truncated` (bool) and, for tagging, `word_index` (per token: the index of the
-word whose first sub-word this is, else -1) and `n_words`.
-
-Labels: classification → class index; regression → float; multilabel → multi-hot floats over
-`task.label_list`; tagging → one id per token, -100 everywhere except first sub-words (no X/CLS/SEP
-classes). Unlabelled examples (label None, for prediction) get -100 (classification, tagging) or NaN
-(regression, multilabel: NaN rather than zeros so an unlabelled row can never pass for "no label
-applies").
+Shared columns: `input_ids`, `attention_mask`, `token_type_ids` (when the tokenizer makes them),
+`length` (tokens) and `truncated` (bool). The task's kind (`mtbio.tasks.kinds`) adds `labels` and its
+own columns, building them with the helpers here: `text_columns` for kinds that read text (one text
+or a pair), `word_columns` for kinds that tag words (`word_index`: per token, the index of the word
+whose first sub-word this is, else -1; `n_words`; one label id per token, -100 everywhere except
+first sub-words).
 
 Long texts are truncated, never dropped (pairs: longest_first). `featurize_stats(dataset)` reports
 how many examples were truncated and how many tagging words lost every sub-word (decoding tags
@@ -75,9 +72,7 @@ def featurize(
     chunks = range(0, len(examples), _CHUNK)
     for start in tqdm(chunks, desc=f"tokenize {task.name}", unit="chunk", leave=False, disable=len(chunks) < 4 or not bars_enabled()):
         chunk = examples[start : start + _CHUNK]
-        part = _featurize_tagging(chunk, task, tokenizer, max_length) if task.type == "tagging" else (
-            _featurize_text(chunk, task, tokenizer, max_length)
-        )
+        part = task.kind.featurize(chunk, task, tokenizer, max_length)
         for key, values in part.items():
             columns.setdefault(key, []).extend(values)
     if not columns:  # no examples: still give the schema
@@ -130,21 +125,16 @@ def _features(task: TaskDef, tokenizer: Any) -> Features:
     spec: dict[str, Any] = {"input_ids": ids, "attention_mask": List(Value("int8"))}
     if "token_type_ids" in tokenizer.model_input_names:
         spec["token_type_ids"] = List(Value("int8"))
-    spec["labels"] = {
-        "classification": Value("int64"),
-        "regression": Value("float32"),
-        "multilabel": List(Value("float32")),
-        "tagging": List(Value("int64")),
-    }[task.type]
+    kind = task.kind.features(tokenizer)
+    spec["labels"] = kind.pop("labels")
     spec["length"] = Value("int32")
     spec["truncated"] = Value("bool")
-    if task.type == "tagging":
-        spec["word_index"] = ids
-        spec["n_words"] = Value("int32")
+    spec.update(kind)
     return Features(spec)
 
 
-def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_length: int, words: bool) -> Any:
+def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_length: int, words: bool,
+            offsets: bool = False) -> Any:
     return tokenizer(
         first,
         second,
@@ -152,6 +142,7 @@ def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_leng
         max_length=max_length,
         is_split_into_words=words,
         return_attention_mask=True,
+        return_offsets_mapping=offsets,
     )
 
 
@@ -164,7 +155,10 @@ def _base_columns(encoded: Any) -> dict[str, list[Any]]:
     return columns
 
 
-def _featurize_text(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+def text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int,
+                 offsets: bool = False) -> tuple[dict[str, list[Any]], Any]:
+    """The shared columns of examples that hold text (and `text_b` for pair tasks), and the tokenizer's
+    encoding (with character offsets where `offsets`). Labels are the kind's to add."""
     pair = is_pair_task(task)
     for ex in chunk:
         if ex.text is None or (pair and ex.text_b is None):
@@ -177,33 +171,20 @@ def _featurize_text(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has words "
                                   f"(tokens), which a {task.type} task does not read")
     second = [ex.text_b for ex in chunk] if pair else None
-    columns = _base_columns(_encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False))
-    columns["labels"] = [_scalar_label(ex, task) for ex in chunk]
-    return columns
+    encoded = _encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False, offsets=offsets)
+    return _base_columns(encoded), encoded
 
 
-def _scalar_label(ex: Example, task: TaskDef) -> Any:
-    if task.type == "regression":
-        return float("nan") if ex.label is None else float(ex.label)  # type: ignore[arg-type]
-    index = _label_index(task)
-    if task.type == "multilabel":
-        if ex.label is None:
-            return [float("nan")] * len(index)
-        hot = [0.0] * len(index)
-        for name in ex.label if isinstance(ex.label, list) else [ex.label]:
-            hot[_lookup(index, name, ex, task)] = 1.0
-        return hot
-    return IGNORE_INDEX if ex.label is None else _lookup(index, ex.label, ex, task)
-
-
-def _featurize_tagging(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-    index = _label_index(task)
+def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+    """The shared columns of examples that hold words, with `word_index`, `n_words` and one label id per token
+    (the word's tag on its first sub-word, -100 elsewhere and for unlabelled examples)."""
+    index = label_index(task)
     for ex in chunk:
         if ex.tokens is None:
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has no tokens")
         if ex.text is not None or ex.text_b is not None:
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has text, "
-                                  "which a tagging task does not read (it reads words: tokens)")
+                                  f"which a {task.type} task does not read (it reads words: tokens)")
         if ex.label is not None and (not isinstance(ex.label, list) or len(ex.label) != len(ex.tokens)):
             raise DataFormatError(ex.origin or ex.uid, None,
                                   f"task '{task.name}': example '{ex.uid}' needs one tag per token")
@@ -211,7 +192,7 @@ def _featurize_tagging(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, 
     columns = _base_columns(encoded)
     labels, word_index = [], []
     for i, ex in enumerate(chunk):
-        tags = None if ex.label is None else [_lookup(index, t, ex, task) for t in ex.label]  # type: ignore[union-attr]
+        tags = None if ex.label is None else [lookup(index, t, ex, task) for t in ex.label]  # type: ignore[union-attr]
         row_index, row_labels, previous = [], [], None
         for word in encoded.word_ids(i):
             if word is None or word == previous:
@@ -229,11 +210,15 @@ def _featurize_tagging(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, 
     return columns
 
 
-def _label_index(task: TaskDef) -> dict[str, int]:
+WORD_FEATURES = {"labels": List(Value("int64")), "word_index": List(Value("int32")), "n_words": Value("int32")}
+
+
+def label_index(task: TaskDef) -> dict[str, int]:
+    """Label → the head's output index."""
     return {name: i for i, name in enumerate(task.label_list)}
 
 
-def _lookup(index: dict[str, int], label: Any, ex: Example, task: TaskDef) -> int:
+def lookup(index: dict[str, int], label: Any, ex: Example, task: TaskDef) -> int:
     try:
         return index[label]
     except KeyError:

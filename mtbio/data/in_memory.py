@@ -19,6 +19,7 @@ from mtbio.data.featurize import default_cache_dir
 from mtbio.data.readers.hf import label_names
 from mtbio.errors import MtbioError
 from mtbio.fileio import make_dir, write_text, writing
+from mtbio.tasks.kinds import task_kind
 from mtbio.tasks.loading import load_task_def
 from mtbio.tasks.schema import TaskDef
 
@@ -62,7 +63,7 @@ def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str
     first = next(iter(splits.values()))
     if label_column is None or label_column not in first.column_names:
         raise MtbioError(f"columns: 'label' must name a field of the dataset (fields: {', '.join(first.column_names)})")
-    if labels is None and type != "regression":
+    if labels is None and task_kind(type).min_labels > 0:
         labels = label_names(first.features[label_column])
         if labels is None:
             raise MtbioError(f"labels: field '{label_column}' is not a ClassLabel; pass labels=[...]")

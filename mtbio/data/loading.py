@@ -125,21 +125,21 @@ class _LabelCheck:
         self.label_map = task.label_map
 
     def __call__(self, ex: Example) -> Label:
-        kind = self.task.type
+        form = self.task.kind.label_form
         if ex.label is None:
             self._fail(ex, "no label")
-        if kind == "regression":
+        if form == "number":
             return self._number(ex)
-        if kind == "classification":
+        if form == "class":
             if not isinstance(ex.label, str):
                 self._fail(ex, f"expected one class label, got {ex.label!r}")
             return self._one(ex, ex.label)  # type: ignore[arg-type]
         if not isinstance(ex.label, list):
             self._fail(ex, f"expected a list of labels, got {ex.label!r}")
         labels = [self._one(ex, x) for x in ex.label]  # type: ignore[union-attr]
-        if kind == "tagging" and (ex.tokens is None or len(labels) != len(ex.tokens)):
-            self._fail(ex, "tagging example needs one tag per token")
-        if kind == "multilabel":
+        if form == "tags" and (ex.tokens is None or len(labels) != len(ex.tokens)):
+            self._fail(ex, "a tagging example needs one tag per token")
+        if form == "classes":
             labels = list(dict.fromkeys(labels))
         return labels
 
@@ -148,7 +148,7 @@ class _LabelCheck:
             self._fail(ex, f"expected a string label, got {raw!r}")
         label = self.label_map.get(raw, raw)
         if label not in self.allowed:
-            what = "tag" if self.task.type == "tagging" else "label"
+            what = "tag" if self.task.kind.label_form == "tags" else "label"
             mapped = f" (mapped from '{raw}')" if label != raw else ""
             self._fail(ex, f"{what} '{label}'{mapped} is not among the labels of task '{self.task.name}': "
                            f"{', '.join(self.task.label_list)}")
@@ -158,9 +158,9 @@ class _LabelCheck:
         try:
             value = float(ex.label)  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            self._fail(ex, f"regression label must be a number, got {ex.label!r}")
+            self._fail(ex, f"a {self.task.type} label must be a number, got {ex.label!r}")
         if not math.isfinite(value):
-            self._fail(ex, f"regression label must be finite, got {ex.label!r}")
+            self._fail(ex, f"a {self.task.type} label must be finite, got {ex.label!r}")
         return value
 
     def _fail(self, ex: Example, message: str) -> NoReturn:

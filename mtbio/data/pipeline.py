@@ -23,7 +23,7 @@ from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels", "word_index", "n_words")
+BOOKKEEPING_COLUMNS = ("length", "truncated")  # featurization's own; every other column goes into the batch
 
 
 @dataclass
@@ -43,7 +43,7 @@ class SplitData:
 
     def batch(self, indices: Sequence[int], pad_token_id: int,
               pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
-        rows = [{k: self.columns[k][i] for k in self.columns if k in MODEL_COLUMNS} for i in indices]
+        rows = [{k: self.columns[k][i] for k in self.columns if k not in BOOKKEEPING_COLUMNS} for i in indices]
         return collate(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
 
     def packed_batch(self, indices: Sequence[int], pad_token_id: int, position_offset: int,
@@ -125,7 +125,7 @@ def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]])
     examples = []
     for i, item in enumerate(inputs):
         uid = f"input-{i + 1}"
-        if task.type == "tagging":
+        if task.kind.reads == "words":
             words = item.split() if isinstance(item, str) else list(item)
             examples.append(Example(uid=uid, label=None, tokens=words, origin=f"input:{i + 1}"))
         elif is_pair_task(task):

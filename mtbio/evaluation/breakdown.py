@@ -22,15 +22,16 @@ def per_type_counts(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label])
     Tagging: entities as `entity_f1` matches them (type and both boundaries; seqeval's conlleval
     mode, strict IOBES for IOBES). Classification: every label but the negative one, as `micro_f1`.
     """
-    if task.type == "tagging":
+    form = task.kind.label_form
+    if form == "tags":
         gold_items: set[tuple] = _entities(task, gold)
         pred_items: set[tuple] = _entities(task, pred)
-    elif task.type == "classification":
+    elif form == "class":
         negative = task.negative_label
         gold_items = {(i, str(g)) for i, g in enumerate(gold) if g != negative}
         pred_items = {(i, str(p)) for i, p in enumerate(pred) if p != negative}
     else:
-        raise MtbioError(f"task '{task.name}': per-type counts are for tagging and classification tasks, "
+        raise MtbioError(f"task '{task.name}': per-type counts are for tasks with one class or a tag per word, "
                          f"not {task.type}")
     tp = Counter(item[1] for item in gold_items & pred_items)  # item[1]: the entity type or label
     fp = Counter(item[1] for item in pred_items - gold_items)

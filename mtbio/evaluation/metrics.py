@@ -1,9 +1,10 @@
 """Task metrics: pure functions of decoded gold and predicted labels, registered by name.
 
 Every metric has the signature `fn(gold, pred, task, groups=None) -> float` and sees labels as
-`mtbio.data.example` defines them (classification: str; multilabel: list of positive labels;
-tagging: list of tags per word; regression: float), never ids or tensors. A metric is registered
-with its direction and display scale (`register_metric`): model selection, early stopping,
+`mtbio.data.example` defines them (by the task kind's label form: one class, a str; a set of classes,
+a list of positive labels; tags, a list of tags per word; a number, a float), never ids or tensors.
+A metric is registered with the label forms it scores, its direction and display scale
+(`register_metric`): model selection, early stopping,
 verdicts, tables and plots read them from here (`metric_sign`, `metric_scale`, `selection_score`).
 `score_task` computes a task's primary metric and its extra metrics.
 """
@@ -36,6 +37,7 @@ class Metric:
 
     name: str
     fn: MetricFn
+    forms: tuple[str, ...]  # the label forms it scores (mtbio.tasks.kinds.LabelForm)
     higher_is_better: bool = True
     scale: float = 100.0
 
@@ -47,10 +49,12 @@ class Metric:
 METRICS: Registry[Metric] = Registry("metric")
 
 
-def register_metric(name: str, higher_is_better: bool = True, scale: float = 100.0) -> Callable[[MetricFn], MetricFn]:
-    """Register a metric function under `name` (a task definition's `metric`) with its direction and scale."""
+def register_metric(name: str, forms: tuple[str, ...], higher_is_better: bool = True,
+                    scale: float = 100.0) -> Callable[[MetricFn], MetricFn]:
+    """Register a metric function under `name` (a task definition's `metric`) with the label forms it scores,
+    its direction and scale."""
     def decorator(fn: MetricFn) -> MetricFn:
-        METRICS.register(name)(Metric(name, fn, higher_is_better, scale))
+        METRICS.register(name)(Metric(name, fn, tuple(forms), higher_is_better, scale))
         return fn
 
     return decorator
@@ -82,13 +86,26 @@ def selection_score(task: TaskDef, scores: Mapping[str, float]) -> float:
 # Input checks
 
 
-def _check(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str, *types: str) -> None:
-    if task.type not in types:
-        raise MtbioError(f"metric '{metric}' applies to {' or '.join(types)} tasks; task '{task.name}' is {task.type}")
+def _check(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str) -> None:
+    problem = _inapplicable(metric, task)
+    if problem:
+        raise MtbioError(f"{problem}; task '{task.name}'")
     if len(gold) != len(pred):
         raise MtbioError(f"task '{task.name}': {len(gold)} gold labels but {len(pred)} predictions")
     if len(gold) == 0:
         raise MtbioError(f"task '{task.name}': nothing to score (no examples)")
+
+
+FORM_NAMES = {"class": "one class", "classes": "a set of classes", "number": "a number", "tags": "a tag per word"}
+
+
+def _inapplicable(metric: str, task: TaskDef) -> str | None:
+    """Why `metric` cannot score `task` (its labels have a form the metric does not score), else None."""
+    forms = METRICS.get(metric).forms
+    if task.kind.label_form in forms:
+        return None
+    return (f"metric '{metric}' scores labels that are {' or '.join(FORM_NAMES[f] for f in forms)}; a {task.type} "
+            f"task's labels are {FORM_NAMES[task.kind.label_form]}")
 
 
 def _check_known(labels: Sequence[str], task: TaskDef, what: str) -> None:
@@ -112,7 +129,7 @@ def _f1(tp: int, fp: int, fn: int) -> float:
 
 def _regression_arrays(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                        metric: str) -> tuple[np.ndarray, np.ndarray]:
-    _check(gold, pred, task, metric, "regression")
+    _check(gold, pred, task, metric)
     return np.asarray(gold, dtype=float), np.asarray(pred, dtype=float)
 
 
@@ -120,21 +137,21 @@ def _is_constant(x: np.ndarray) -> bool:
     return len(x) < 2 or bool(np.all(x == x[0]))
 
 
-@register_metric("pearson")
+@register_metric("pearson", ("number",))
 def pearson(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Pearson r. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
     g, p = _regression_arrays(gold, pred, task, "pearson")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(pearsonr(g, p)[0])
 
 
-@register_metric("spearman")
+@register_metric("spearman", ("number",))
 def spearman(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Spearman rho. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
     g, p = _regression_arrays(gold, pred, task, "spearman")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(spearmanr(g, p)[0])
 
 
-@register_metric("mse", higher_is_better=False, scale=1.0)
+@register_metric("mse", ("number",), higher_is_better=False, scale=1.0)
 def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Mean squared error (lower is better)."""
     g, p = _regression_arrays(gold, pred, task, "mse")
@@ -145,22 +162,22 @@ def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Gro
 # Single-label classification
 
 
-@register_metric("accuracy")
+@register_metric("accuracy", ("class", "classes", "tags"))
 def accuracy(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Fraction of examples whose prediction equals the gold label.
 
     Multilabel examples count as correct when the label sets are equal (subset accuracy);
     tagging examples when the whole tag sequence is equal.
     """
-    _check(gold, pred, task, "accuracy", "classification", "multilabel", "tagging")
-    if task.type == "multilabel":
+    _check(gold, pred, task, "accuracy")
+    if task.kind.label_form == "classes":
         return float(np.mean([set(g) == set(p) for g, p in zip(gold, pred)]))
     return float(np.mean([g == p for g, p in zip(gold, pred)]))
 
 
 def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str,
                        average: str) -> float:
-    _check(gold, pred, task, metric, "classification")
+    _check(gold, pred, task, metric)
     _check_known(gold, task, "gold labels")
     _check_known(pred, task, "predictions")
     positives = _positive_labels(task)
@@ -172,7 +189,7 @@ def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskD
     return float(f1_score(list(gold), list(pred), labels=positives, average=average, zero_division=0))
 
 
-@register_metric("micro_f1")
+@register_metric("micro_f1", ("class",))
 def micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Micro F1 over the positive classes: every label except `task.negative_label`.
 
@@ -183,7 +200,7 @@ def micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups
     return _classification_f1(gold, pred, task, "micro_f1", "micro")
 
 
-@register_metric("macro_f1")
+@register_metric("macro_f1", ("class",))
 def macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Mean of per-class F1 over the positive classes that occur in gold or pred (sklearn's rule).
 
@@ -209,15 +226,15 @@ def _set_micro_f1(gold: list[set[str]], pred: list[set[str]]) -> float:
     return _f1(tp, fp, fn)
 
 
-@register_metric("multilabel_micro_f1")
+@register_metric("multilabel_micro_f1", ("classes",))
 def multilabel_micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                         groups: Groups | None = None) -> float:
     """Micro F1 over all (example, label) decisions; `task.negative_label`, if listed, is ignored."""
-    _check(gold, pred, task, "multilabel_micro_f1", "multilabel")
+    _check(gold, pred, task, "multilabel_micro_f1")
     return _set_micro_f1(_label_sets(gold, task, "gold labels"), _label_sets(pred, task, "predictions"))
 
 
-@register_metric("hoc_f1")
+@register_metric("hoc_f1", ("classes",))
 def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """BLURB HoC score: micro F1 over (abstract, hallmark) decisions after pooling sentences.
 
@@ -232,7 +249,7 @@ def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: 
     per-abstract precision and recall before taking F1, and needs every abstract to have a
     gold label.
     """
-    _check(gold, pred, task, "hoc_f1", "multilabel")
+    _check(gold, pred, task, "hoc_f1")
     if groups is None or len(groups) != len(gold) or any(g is None for g in groups):
         raise MtbioError(f"task '{task.name}': hoc_f1 needs the abstract id (group) of every sentence")
     gold_docs: dict[str, set[str]] = defaultdict(set)
@@ -250,14 +267,14 @@ def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: 
 
 def _tag_sequences(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                    metric: str) -> tuple[list[list[str]], list[list[str]]]:
-    _check(gold, pred, task, metric, "tagging")
+    _check(gold, pred, task, metric)
     for i, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):  # type: ignore[arg-type]
             raise MtbioError(f"task '{task.name}': example {i} has {len(g)} gold tags but {len(p)} predicted")  # type: ignore[arg-type]
     return [list(g) for g in gold], [list(p) for p in pred]  # type: ignore[arg-type]
 
 
-@register_metric("entity_f1")
+@register_metric("entity_f1", ("tags",))
 def entity_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Entity-level micro F1 (seqeval): an entity counts only if its type and both boundaries match.
 
@@ -277,7 +294,7 @@ def _tag_type(tag: str) -> str | None:
     return tag[2:] if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIES" else tag
 
 
-@register_metric("token_macro_f1")
+@register_metric("token_macro_f1", ("tags",))
 def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                    groups: Groups | None = None) -> float:
     """BLURB EBM PICO score: word-level F1 per element type, macro-averaged over the types.
@@ -302,8 +319,12 @@ def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
 
 
 @register_name_check
-def _unknown_metrics(task: TaskDef) -> list[tuple[str, str]]:
-    """A task definition's metric names that no metric is registered under."""
-    return [(key, f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})")
-            for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]
-            if metric not in METRICS]
+def _metric_problems(task: TaskDef) -> list[tuple[str, str]]:
+    """A task definition's metric names that no metric is registered under, or that cannot score its labels."""
+    problems = []
+    for key, metric in [("metric", task.metric)] + [("extra_metrics", m) for m in task.extra_metrics]:
+        problem = _inapplicable(metric, task) if metric in METRICS else \
+            f"unknown metric '{metric}' (known: {', '.join(METRICS.names())})"
+        if problem:
+            problems.append((key, problem))
+    return problems

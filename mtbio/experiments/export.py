@@ -4,6 +4,9 @@
     AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks
     pipeline("token-classification", model=DIR, aggregation_strategy="first")
 
+The task's kind names the class, `problem_type` and pipeline (`TaskKind.export`); a kind without one
+(entity-marker relations) is refused.
+
 The directory holds `config.json` (with `id2label` / `label2id`, `problem_type`), the weights
 (safetensors), the tokenizer and a model card (`README.md`: base model, task, data, scores, how to
 load). The exported model computes exactly what mtbio's head computes, and the export checks that:
@@ -31,10 +34,6 @@ from mtbio.fileio import claim_output_dir, record_output_dir, save_pretrained, w
 from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
 from mtbio.training.results import is_finished, read_results
 
-PROBLEM_TYPES = {"classification": "single_label_classification", "multilabel": "multi_label_classification",
-                 "regression": "regression"}
-
-
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
                 overwrite: bool = False, merge_adapter: bool = False) -> Path:
     """Write `task` of the run in `run_dir` to `output` as an `AutoModelFor*` directory with a model card.
@@ -44,34 +43,35 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     base in `output/base` (the base encoder with the task's head):
     `PeftModel.from_pretrained(AutoModelFor*.from_pretrained(output / "base"), output)`. With `merge_adapter`,
     the adapter is merged into the encoder and `output` is a plain `AutoModelFor*` directory."""
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoModelForTokenClassification,
-    )
+    import transformers
 
     before = claim_output_dir(output, overwrite)
     run = load_run(run_dir)
     if task not in run.model.heads:
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
+    kind = run.tasks[task].kind
+    if kind.export is None:
+        raise MtbioError(f"task '{task}': no transformers class carries the head of a task of type {kind.name}; load the run "
+                         "with mtbio.load (or mtbio predict) instead")
     adapter = task in run.model.adapters
     if merge_adapter and not adapter:
         raise MtbioError(f"--merge-adapter: {run_dir} is not a LoRA run (its task '{task}' has no adapter)")
     head, definition = run.model.heads[task], run.tasks[task]
     cfg = head.config
     config = copy.deepcopy(run.model.encoder.config)
-    labels = list(cfg.labels) if cfg.type != "regression" else ["score"]
+    labels = list(cfg.labels) or ["score"]
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
     config.num_labels = len(labels)
-    auto = AutoModelForTokenClassification if cfg.type == "tagging" else AutoModelForSequenceClassification
-    if cfg.type != "tagging":
-        config.problem_type = PROBLEM_TYPES[cfg.type]
+    auto = getattr(transformers, kind.export.auto_class)
+    if kind.export.problem_type is not None:
+        config.problem_type = kind.export.problem_type
     model = auto.from_config(config)
     encoder = run.model.encoder
     weights = (merged_state_dict(encoder, task) if merge_adapter else base_state_dict(encoder)) if adapter \
         else encoder.state_dict()
     _copy_weights(model, weights, head, task)
-    if cfg.type != "tagging" and cfg.pooling == "cls":
+    if kind.sentence_level and cfg.pooling == "cls":
         _carry_cls_head(model, task)
     peft = adapter and not merge_adapter
     base = output / "base" if peft else output
@@ -170,7 +170,7 @@ def _carry_cls_head(model: Any, task: str) -> None:
 def _sample_inputs(definition: Any) -> list[Any]:
     from mtbio.data.readers import is_pair_task
 
-    if definition.type == "tagging":
+    if definition.kind.reads == "words":
         return [["Aspirin", "reduced", "the", "risk", "of", "myocardial", "infarction", "."]]
     if is_pair_task(definition):
         return [("The patient denies chest pain.", "The patient has chest pain.")]
@@ -233,7 +233,7 @@ def _peft_usage(auto_class: str, output: str) -> str:
 
 
 def _usage(definition: Any, pair: bool, output: str) -> str:
-    if definition.type == "tagging":
+    if definition.kind.export.pipeline == "token-classification":
         return (f'nlp = pipeline("token-classification", model="{output}", aggregation_strategy="first")\n'
                 'nlp("Cisplatin induced nephrotoxicity in rats.")  # first sub-word of each word, as mtbio predict')
     call = '{"text": "first text", "text_pair": "second text"}' if pair else '"A sentence to classify."'
@@ -251,7 +251,7 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
     results = read_results(run_dir) if is_finished(run_dir) else {}
     settings = _yaml(run_dir / "config.yaml")
     base, refined_on = original_encoder(run_dir)
-    pipeline_task = "token-classification" if definition.type == "tagging" else "text-classification"
+    pipeline_task = definition.kind.export.pipeline
     scores = {split: results.get(split, {}).get(task) or {} for split in ("dev", "test")}
     evals = [EvalResult(task_type=pipeline_task, dataset_type=definition.name, dataset_name=definition.name,
                         dataset_split=split, metric_type=metric, metric_value=float(value), metric_name=f"{split} {metric}")

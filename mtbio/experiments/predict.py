@@ -51,7 +51,7 @@ class LoadedRun:
         if task not in self.tasks:
             raise MtbioError(f"{self.run_dir}: no task '{task}' (tasks: {', '.join(self.tasks)})")
         definition = self.tasks[task]
-        if definition.type == "tagging":
+        if definition.kind.reads == "words":
             texts = [[w for w, _, _ in split_words(t)] if isinstance(t, str) else t for t in texts]
         data = featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
         device = next(self.model.parameters()).device
@@ -61,7 +61,7 @@ class LoadedRun:
     def entities(self, task: str, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
         """Entity spans of a tagging task in raw text: text, type, character start/end (so that
         `text[start:end]` is the entity) and score (mean probability of its words' tags)."""
-        if self.tasks.get(task) is None or self.tasks[task].type != "tagging":
+        if self.tasks.get(task) is None or self.tasks[task].kind.label_form != "tags":
             raise MtbioError(f"task '{task}' is not a tagging task of {self.run_dir}")
         return [entity_spans(text, tags, probs)
                 for text, (tags, probs) in zip(texts, self.predict(task, list(texts), scores=True))]
@@ -146,7 +146,7 @@ def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path |
     ensure_writable(output_path)  # before the model runs, not after
     run = load_run(run_dir, precision)
     predictions = run.predict(task, inputs, scores=True)
-    tagging = run.tasks[task].type == "tagging"
+    tagging = run.tasks[task].kind.label_form == "tags"
     with open_for_write(output_path) as handle:
         for text, (prediction, probabilities) in zip(inputs, predictions):
             record: dict[str, Any] = {"input": text, "prediction": prediction}

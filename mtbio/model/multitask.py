@@ -54,7 +54,7 @@ class MultiTaskModel(nn.Module):
             self._active_adapter = task
         encoded = self.encoder(**inputs)
         head = self.heads[task]
-        logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None))
+        logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None), batch)
         loss = head.loss(logits, labels) * head.config.loss_weight if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
 

@@ -23,7 +23,8 @@ from mtbio.errors import MtbioError
 from mtbio.fileio import fresh_dir, replace_dir, save_pretrained, save_tensors, write_json, writing
 from mtbio.model.adapters import ADAPTER_DIR, base_state_dict, load_adapter, save_adapter
 from mtbio.model.encoder import load_encoder, load_tokenizer
-from mtbio.model.heads import HEADS, HeadConfig, build_head
+from mtbio.model.heads import HeadConfig, build_head
+from mtbio.tasks.kinds import kind_names
 from mtbio.model.multitask import MultiTaskModel
 
 HEAD_CONFIG = "head_config.json"
@@ -77,8 +78,8 @@ def read_head_config(head_dir: Path) -> HeadConfig:
         config = HeadConfig.from_json(data)
     except (ValueError, TypeError) as exc:
         raise MtbioError(f"{path}: invalid head config ({exc})") from None
-    if config.type not in HEADS:
-        raise MtbioError(f"{path}: unknown head type '{config.type}' (known: {', '.join(HEADS.names())})")
+    if config.type not in kind_names():
+        raise MtbioError(f"{path}: unknown head type '{config.type}' (known: {', '.join(kind_names())})")
     if config.task != head_dir.name:
         raise MtbioError(f"{path}: config names task '{config.task}' but the directory is '{head_dir.name}'")
     if not isinstance(config.labels, list) or not all(isinstance(x, str) for x in config.labels):

@@ -66,10 +66,11 @@ def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x:
     """A linear model fitted on (train_x, train_y), its predictions for `x` in the task's label space."""
     from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 
-    if task.type == "regression":
+    form = task.kind.label_form
+    if form == "number":
         model = LinearRegression() if train_x.shape[1] == 1 else Ridge(alpha=1.0)
         return [float(v) for v in model.fit(train_x, [float(y) for y in train_y]).predict(x)]  # type: ignore[arg-type]
-    if task.type == "multilabel":
+    if form == "classes":
         out: list[list[str]] = [[] for _ in range(len(x))]
         for name in task.label_list:
             target = np.array([name in (y or []) for y in train_y])  # type: ignore[operator]
@@ -89,7 +90,7 @@ def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x:
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                        scored: Sequence[Example], max_length: int | None = None) -> dict[str, dict[str, float]]:
     """{baseline name: `score_task` result on `scored`} for every baseline the task has."""
-    if task.type == "tagging":
+    if task.kind.reads == "words":
         return {}
     length = max_length or task.max_length
     gold, groups = [ex.label for ex in scored], [ex.group for ex in scored]

@@ -63,7 +63,7 @@ def format_tasks_table(rows: list[TaskRow]) -> str:
     lines = [header]
     for r in rows:
         sizes = [str(r.sizes[s]) if s in r.sizes else "-" for s in SPLITS]
-        labels = str(r.labels) if r.type != "regression" else "-"
+        labels = str(r.labels) if r.labels else "-"
         lines.append([r.name, r.type, r.category, r.domain, labels, *sizes, r.status])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     right = {4, 5, 6, 7}

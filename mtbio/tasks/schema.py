@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-TASK_TYPES = ("regression", "classification", "multilabel", "tagging")
+from mtbio.errors import MtbioError
+from mtbio.tasks.kinds import TaskKind, task_kind
+
 SPLITS = ("train", "dev", "test")
-TaskType = Literal["regression", "classification", "multilabel", "tagging"]
 
 
 class DerivedSplit(BaseModel):
@@ -44,7 +45,8 @@ class TaskDef(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    type: TaskType
+    type: str  # a registered task kind (mtbio.tasks.kinds)
+    type_options: dict[str, Any] = Field(default_factory=dict)  # checked by the kind's own options model
     description: str = ""
     domain: str = "other"
     # benchmark task family, used by the BLURB score (macro average over families)
@@ -60,7 +62,7 @@ class TaskDef(BaseModel):
     labels: list[str] | None = None
     label_map: dict[str, str] = Field(default_factory=dict)
     negative_label: str | None = None
-    metric: str
+    metric: str = ""  # empty: the kind's default metric
     extra_metrics: list[str] = Field(default_factory=list)
     max_length: int = Field(128, ge=8, le=4096)
     tagging_scheme: Literal["IOB2", "IO", "IOBES"] | None = None
@@ -74,6 +76,15 @@ class TaskDef(BaseModel):
     credentialed: bool = False
     access: str = ""
     citation: str = ""
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, name: str) -> str:
+        try:
+            task_kind(name)
+        except MtbioError as error:
+            raise ValueError(str(error)) from None
+        return name
 
     @field_validator("files")
     @classmethod
@@ -91,24 +102,35 @@ class TaskDef(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "TaskDef":
         """Cross-field checks. Each message starts with "<field>: " so loaders can name the field."""
-        if self.pooling == "pooler" and self.type == "tagging":
-            raise ValueError("pooling: a tagging head reads every token; pooling applies to sentence-level tasks")
+        kind = self.kind
+        if not self.metric:
+            object.__setattr__(self, "metric", kind.default_metric)
+        if self.pooling == "pooler" and not kind.sentence_level:
+            raise ValueError(f"pooling: a {self.type} head does not read one pooled position; pooling applies to "
+                             "sentence-level tasks")
         if ("all" in self.files) != (self.derived_split is not None):
             raise ValueError("derived_split: files: {all: ...} needs derived_split, and derived_split needs files: {all: ...}")
-        if self.type == "regression":
+        if kind.min_labels == 0:
             if self.labels:
-                raise ValueError("labels: a regression task has no labels")
+                raise ValueError(f"labels: a {self.type} task has no labels")
         else:
             if not self.labels:
                 raise ValueError(f"labels: a {self.type} task needs labels")
             if len(set(self.labels)) != len(self.labels):
                 raise ValueError("labels: labels contain duplicates")
-            if self.type == "classification" and len(self.labels) < 2:
-                raise ValueError("labels: a classification task needs at least two labels")
-        if self.type == "tagging" and self.tagging_scheme is None:
-            raise ValueError("tagging_scheme: a tagging task needs tagging_scheme (IOB2, IO or IOBES)")
-        if self.type != "tagging" and self.tagging_scheme is not None:
-            raise ValueError("tagging_scheme: tagging_scheme applies to tagging tasks only")
+            if len(self.labels) < kind.min_labels:
+                raise ValueError(f"labels: a {self.type} task needs at least {kind.min_labels} labels")
+        if kind.options is None and self.type_options:
+            raise ValueError(f"type_options: a {self.type} task takes no type_options")
+        try:
+            kind.options_of(self)
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise ValueError(f"type_options.{describe_type_error(first['loc'])}: {first['msg']}") from None
+        if self.tagging_scheme is not None and kind.label_form != "tags":
+            raise ValueError("tagging_scheme: tagging_scheme applies to tasks that tag words only")
+        for problem in kind.check(self):
+            raise ValueError(problem)
         if self.negative_label is not None and self.negative_label not in (self.labels or []):
             raise ValueError(f"negative_label: '{self.negative_label}' is not in labels")
         for raw, mapped in self.label_map.items():
@@ -117,21 +139,22 @@ class TaskDef(BaseModel):
         return self
 
     @property
+    def kind(self) -> TaskKind:
+        """What the task's type means at every stage (`mtbio.tasks.kinds`)."""
+        return task_kind(self.type)
+
+    @property
     def label_list(self) -> list[str]:
         """The label vocabulary the head predicts over (tags for tagging tasks)."""
-        if self.type == "regression":
-            return []
-        labels = list(self.labels or [])
-        if self.type == "tagging" and "O" not in labels and not any(_has_prefix(x) for x in labels):
-            return expand_entity_types(labels, self.tagging_scheme or "IOB2")
-        return labels
+        return self.kind.label_list(self)
 
     @property
     def has_splits(self) -> list[str]:
         return list(SPLITS) if "all" in self.files else [s for s in SPLITS if s in self.files]
 
 
-def _has_prefix(tag: str) -> bool:
+def has_tag_prefix(tag: str) -> bool:
+    """Whether `tag` is a prefixed tag (`B-Chemical`) rather than an entity type."""
     return len(tag) > 2 and tag[1] == "-" and tag[0] in "BIES"
 
 

@@ -68,7 +68,7 @@ def _read(path: Path, task: TaskDef, delimiter: str, quoting: bool) -> Iterator[
         get = {key: cells[pos] for key, pos in positions.items()}
         raw = get["label"].strip()
         label: str | list[str] = raw
-        if task.type == "multilabel":
+        if task.kind.label_form == "classes":
             label = [x.strip() for x in raw.split(separator) if x.strip()]
         yield Example(
             uid=get["id"] if "id" in get else f"{path.name}:{line}",

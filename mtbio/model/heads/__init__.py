@@ -1,5 +1,4 @@
-"""Task heads, one module per type; importing this package registers them all."""
-from mtbio.model.heads import classification, multilabel, regression, tagging  # noqa: F401
-from mtbio.model.heads.base import HEADS, Head, HeadConfig, build_head
+"""What task heads share; each kind's own head lives in its module of `mtbio.kinds`."""
+from mtbio.model.heads.base import Head, HeadConfig, SentenceHead, build_head, output_layer
 
-__all__ = ["HEADS", "Head", "HeadConfig", "build_head"]
+__all__ = ["Head", "HeadConfig", "SentenceHead", "build_head", "output_layer"]

@@ -1,8 +1,8 @@
-"""What every task head shares: its JSON-able config, the registry, and the interface.
+"""What every task head shares: its JSON-able config and the interface.
 
-A head turns the encoder's hidden states into logits, a loss, and decoded predictions
-(label strings, tag lists or floats). Adding a head type means adding one module in this
-package that registers a `Head` subclass under a task type name.
+A head turns the encoder's hidden states into logits, a loss, and decoded predictions (label
+strings, tag lists or floats). Each head belongs to a task kind and lives in the kind's module
+(`mtbio.kinds`); `build_head` asks the kind for it.
 """
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from mtbio.errors import MtbioError
-from mtbio.registry import Registry
+from mtbio.tasks.kinds import task_kind
 
-HEADS: Registry[type["Head"]] = Registry("head type")
 POOLINGS = ("cls", "pooler")  # what a sentence-level head reads: [CLS]'s hidden state or the encoder's pooler
 
 
@@ -46,7 +45,7 @@ class HeadConfig:
 
     @property
     def num_outputs(self) -> int:
-        return max(1, len(self.labels)) if self.type != "regression" else 1
+        return max(1, len(self.labels))
 
 
 INIT_STD = 0.02  # BERT's initializer_range; Hugging Face initialises its task heads the same way
@@ -71,8 +70,10 @@ class Head(nn.Module):
         super().__init__()
         self.config = config
 
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:  # pragma: no cover
-        """`hidden`: the encoder's last hidden states; `pooled`: its pooler output, if it has one."""
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:  # pragma: no cover
+        """`hidden`: the encoder's last hidden states; `pooled`: its pooler output, if it has one; `batch`: the
+        batch's columns (a kind's own, such as entity positions, among them)."""
         raise NotImplementedError
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
@@ -101,7 +102,8 @@ class SentenceHead(Head):
         self.dropout = nn.Dropout(config.dropout)
         self.out = output_layer(config)
 
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         if self.config.pooling == "pooler":
             if pooled is None:
                 raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "
@@ -111,4 +113,5 @@ class SentenceHead(Head):
 
 
 def build_head(config: HeadConfig) -> Head:
-    return HEADS.get(config.type)(config)
+    """A new head of the config's task kind."""
+    return task_kind(config.type).head(config)

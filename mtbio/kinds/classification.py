@@ -1,0 +1,71 @@
+"""Single-label classification (relation classes, NLI, yes/no/maybe QA): [CLS] → dropout → linear, cross-entropy.
+
+Labels are class indices; the trivial predictor is the most frequent training label; exported as
+`AutoModelForSequenceClassification`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+import torch
+from datasets import Value
+from torch import nn
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import IGNORE_INDEX, label_index, lookup, text_columns
+from mtbio.errors import MtbioError
+from mtbio.model.heads import HeadConfig, SentenceHead
+from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
+from mtbio.tasks.schema import TaskDef
+
+
+class ClassificationHead(SentenceHead):
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.float(), labels)
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        labels = self.config.labels
+        return [labels[i] for i in logits.argmax(-1).tolist()]
+
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Softmax probability of every label."""
+        labels = self.config.labels
+        return [dict(zip(labels, row)) for row in torch.softmax(logits.float(), -1).tolist()]
+
+
+def class_labels(chunk: Sequence[Example], task: TaskDef) -> list[int]:
+    """Each example's class index (-100 for an unlabelled one)."""
+    index = label_index(task)
+    return [IGNORE_INDEX if ex.label is None else lookup(index, ex.label, ex, task) for ex in chunk]
+
+
+def majority_class(task: TaskDef, train: Sequence[Example]) -> str:
+    """The most frequent training label (ties: the one listed first)."""
+    counts = Counter(str(ex.label) for ex in train if ex.label is not None)
+    if not counts:
+        raise MtbioError(f"task '{task.name}': no labelled training examples to fit a trivial predictor on")
+    return max(task.label_list, key=lambda name: (counts[name], -task.label_list.index(name)))
+
+
+@register_kind
+class Classification(TaskKind):
+    name = "classification"
+    label_form = "class"
+    min_labels = 2
+    default_metric = "accuracy"
+    export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "single_label_classification")
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:
+        return {"labels": Value("int64")}
+
+    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+        columns, _ = text_columns(chunk, task, tokenizer, max_length)
+        columns["labels"] = class_labels(chunk, task)
+        return columns
+
+    def head(self, config: HeadConfig) -> ClassificationHead:
+        return ClassificationHead(config)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [majority_class(task, train)] * len(scored)

@@ -1,0 +1,116 @@
+"""Relation classification from entity markers: the hidden states where the two marked entities start,
+concatenated → dropout → linear, cross-entropy (the "entity start" representation of Baldini Soares et al.
+2019, which beats reading [CLS] on relation extraction).
+
+BLURB's relation tasks mark the pair in the text (ChemProt here: `<< chemical >>`, `[[ protein ]]`; DDI:
+`@DRUG$` twice; GAD: `@GENE$`, `@DISEASE$`). `type_options: {markers: [FIRST, SECOND]}` names the text that
+opens each entity; the same string twice means its first and second occurrence. Featurization adds
+`entity_positions` (the token where each marker starts; [CLS] where truncation cut it off). A text without
+both markers is an error naming its line, unless `missing: cls` reads [CLS] for it (DDI marks 54 of its
+33,508 pairs with one merged `@DRUG-DRUG$`). Labels,
+metrics and the trivial predictor are single-label classification's. No `AutoModelFor*` class carries this
+head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal, Sequence
+
+import torch
+from datasets import List, Value
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import text_columns
+from mtbio.data.readers import is_pair_task
+from mtbio.errors import DataFormatError
+from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class
+from mtbio.model.heads import HeadConfig
+from mtbio.model.heads.base import INIT_STD
+from mtbio.tasks.kinds import TaskKind, register_kind
+from mtbio.tasks.schema import TaskDef
+
+log = logging.getLogger(__name__)
+
+
+class MarkerOptions(BaseModel):
+    """`type_options` of an entity_relation task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    markers: tuple[str, str] = Field(description="the text that opens the first and the second entity")
+    missing: Literal["error", "cls"] = Field("error", description="a text without both markers: an error, or [CLS]")
+
+
+class EntityStartHead(ClassificationHead):
+    """[first entity's start; second entity's start] → dropout → linear."""
+
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.out = nn.Linear(2 * config.hidden_size, config.num_outputs)
+        nn.init.normal_(self.out.weight, std=INIT_STD)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        if batch is None or "entity_positions" not in batch:
+            raise ValueError(f"task '{self.config.task}': the batch has no entity_positions")
+        positions = batch["entity_positions"].to(hidden.device)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
+        return self.out(self.dropout(hidden[rows, positions].flatten(1)))
+
+
+def marker_starts(text: str, markers: tuple[str, str]) -> tuple[int, int]:
+    """Character offsets where the two markers start (the same marker twice: its first two occurrences); -1 if absent."""
+    first = text.find(markers[0])
+    after = first + len(markers[0]) if markers[0] == markers[1] and first >= 0 else 0
+    return first, text.find(markers[1], after)
+
+
+@register_kind
+class EntityRelation(TaskKind):
+    name = "entity_relation"
+    label_form = "class"
+    min_labels = 2
+    sentence_level = False
+    default_metric = "micro_f1"
+    options = MarkerOptions
+
+    def check(self, task: TaskDef) -> list[str]:
+        problems = []
+        if task.entity_markers == "strip":
+            problems.append("entity_markers: an entity_relation task reads its markers; use entity_markers: keep")
+        if is_pair_task(task):
+            problems.append("columns: an entity_relation task reads one text holding both marked entities (no text_b)")
+        return problems
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:
+        return {"labels": Value("int64"), "entity_positions": List(Value("int32"), length=2)}
+
+    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+        columns, encoded = text_columns(chunk, task, tokenizer, max_length, offsets=True)
+        options = self.options_of(task)
+        positions, lost, absent = [], 0, 0
+        for i, ex in enumerate(chunk):
+            starts = marker_starts(ex.text or "", options.markers)
+            if min(starts) < 0 and options.missing == "error":
+                raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' does not hold "
+                                      f"both entity markers {list(options.markers)} (type_options.missing: cls reads "
+                                      "[CLS] for such texts)")
+            absent += sum(start < 0 for start in starts)
+            tokens = [encoded.char_to_token(i, start) if start >= 0 else 0 for start in starts]
+            lost += sum(token is None for token in tokens)
+            positions.append([0 if token is None else token for token in tokens])
+        if lost or absent:
+            log.warning("%s: %d entity marker(s) cut off by truncation at %d tokens, %d absent; those read [CLS]",
+                        task.name, lost, max_length, absent)
+        columns["labels"] = class_labels(chunk, task)
+        columns["entity_positions"] = positions
+        return columns
+
+    def head(self, config: HeadConfig) -> EntityStartHead:
+        return EntityStartHead(config)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [majority_class(task, train)] * len(scored)

@@ -1,0 +1,88 @@
+"""Token tagging (NER, PICO): every token → dropout → linear, cross-entropy on first sub-words only.
+
+Examples hold words and one tag per word (`tagging_scheme` IOB2, IO or IOBES; `labels` may list entity
+types, expanded to tags). Labels of non-first sub-words and special tokens are -100 (ignored); there
+are no X/CLS/SEP classes. Decoding maps first-sub-word predictions back to one tag per word. The
+trivial predictor tags every word `O`; exported as `AutoModelForTokenClassification`.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import WORD_FEATURES, decode_tags, word_columns
+from mtbio.model.heads import Head, HeadConfig, output_layer
+from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
+from mtbio.tasks.schema import TaskDef, expand_entity_types, has_tag_prefix
+
+
+class TaggingHead(Head):
+    packable = True
+
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = output_layer(config)
+
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        return self.out(self.dropout(hidden))
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+    def loss_units(self, label: Any) -> int:
+        return sum(1 for tag in label if tag != -100)  # the loss averages over labelled first sub-words
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        predicted = logits.argmax(-1).tolist()
+        word_index = batch["word_index"].tolist()
+        n_words = batch["n_words"].tolist()
+        return [decode_tags(p, w, n, self.config.labels) for p, w, n in zip(predicted, word_index, n_words)]
+
+    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        """Per word, the softmax probability of its predicted tag (from its first sub-word; 1.0 for a
+        word that lost every sub-word to truncation and is tagged `O`)."""
+        best = torch.softmax(logits.float(), -1).max(-1).values.tolist()
+        out = []
+        for probs, index, n in zip(best, batch["word_index"].tolist(), batch["n_words"].tolist()):
+            words = [1.0] * n
+            for token, word in enumerate(index):
+                if word >= 0:
+                    words[word] = probs[token]
+            out.append(words)
+        return out
+
+
+@register_kind
+class Tagging(TaskKind):
+    name = "tagging"
+    reads = "words"
+    label_form = "tags"
+    sentence_level = False
+    default_metric = "entity_f1"
+    export = ExportSpec("AutoModelForTokenClassification", "token-classification")
+
+    def check(self, task: TaskDef) -> list[str]:
+        return [] if task.tagging_scheme else ["tagging_scheme: a tagging task needs tagging_scheme (IOB2, IO or IOBES)"]
+
+    def label_list(self, task: TaskDef) -> list[str]:
+        labels = list(task.labels or [])
+        if "O" not in labels and not any(has_tag_prefix(x) for x in labels):
+            return expand_entity_types(labels, task.tagging_scheme or "IOB2")
+        return labels
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:
+        return dict(WORD_FEATURES)
+
+    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+        return word_columns(chunk, task, tokenizer, max_length)
+
+    def head(self, config: HeadConfig) -> TaggingHead:
+        return TaggingHead(config)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [["O"] * len(ex.tokens or []) for ex in scored]

@@ -1,0 +1,101 @@
+"""Task kinds: what a task definition's `type` means at every stage, one registered unit per type.
+
+A kind declares the shape of its examples (`reads`: text, with an optional second text, or words) and
+of their labels (`label_form`); readers, label checks, metrics and prediction files act on those
+shapes, never on a kind's name. Everything else is the kind's own: the checks of a definition
+beyond the schema, the label vocabulary, the features and labels featurization builds, the head, the
+trivial predictor, the default metric, and the `AutoModelFor*` export.
+
+The shipped kinds are modules of `mtbio.kinds` (one file each, above the model layer, since each
+holds its head). The layers below reach a kind through `task_kind(name)`, which imports that
+package on first use; they never import it.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Sequence
+
+from pydantic import BaseModel
+
+from mtbio.registry import Registry
+
+LabelForm = Literal["class", "classes", "number", "tags"]  # str; list[str] (a set); float; one tag per word
+Reads = Literal["text", "words"]  # `text` (+ `text_b` for pair tasks) or `tokens`
+SHIPPED_KINDS = "mtbio.kinds"
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """How a task of this kind leaves mtbio: the transformers class that holds its head, the config's
+    `problem_type` (None: the class's default) and the `pipeline` task that runs it."""
+
+    auto_class: str
+    pipeline: str
+    problem_type: str | None = None
+
+
+class TaskKind:
+    """A task type. Subclass in one module of `mtbio.kinds` (or a plugin) and decorate with `register_kind`.
+
+    Class attributes declare the shapes; the methods below have defaults for sentence-level kinds.
+    Methods that need the data, metric or model layers are implemented in the kind's own module."""
+
+    name: ClassVar[str]
+    reads: ClassVar[Reads] = "text"
+    label_form: ClassVar[LabelForm]
+    min_labels: ClassVar[int] = 1  # 0: the kind has no labels (a score)
+    sentence_level: ClassVar[bool] = True  # one prediction per example from a pooled position (`pooling` applies)
+    default_metric: ClassVar[str]
+    options: ClassVar[type[BaseModel] | None] = None  # the model of a definition's `type_options`
+    export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
+
+    def check(self, task: Any) -> list[str]:
+        """Problems of a definition beyond the schema's, each "<field>: message"."""
+        return []
+
+    def label_list(self, task: Any) -> list[str]:
+        """The label vocabulary the head predicts over."""
+        return list(task.labels or [])
+
+    def options_of(self, task: Any) -> Any:
+        """The definition's `type_options`, validated by the kind's `options` model."""
+        return self.options.model_validate(task.type_options) if self.options is not None else None
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:  # pragma: no cover
+        """The `datasets` features of `labels` and of any column the kind adds to the shared ones."""
+        raise NotImplementedError
+
+    def featurize(self, examples: Sequence[Any], task: Any, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:  # pragma: no cover
+        """Columns (`mtbio.data.featurize`'s shared ones, `labels`, the kind's own) for a chunk of examples."""
+        raise NotImplementedError
+
+    def head(self, config: Any) -> Any:  # pragma: no cover
+        """The head (`mtbio.model.heads.Head`) for a `HeadConfig` of this kind."""
+        raise NotImplementedError
+
+    def trivial_predictions(self, task: Any, train: Sequence[Any], scored: Sequence[Any]) -> list[Any]:  # pragma: no cover
+        """What a model that learned only the label prior of `train` predicts for each example of `scored`."""
+        raise NotImplementedError
+
+
+TASK_KINDS: Registry[TaskKind] = Registry("task type")
+
+
+def register_kind(cls: type[TaskKind]) -> type[TaskKind]:
+    """Class decorator: register one instance of the kind under its `name`."""
+    TASK_KINDS.register(cls.name)(cls())
+    return cls
+
+
+def task_kind(name: str) -> TaskKind:
+    """The kind registered under `name` (the shipped kinds are imported on first use)."""
+    if name not in TASK_KINDS:
+        importlib.import_module(SHIPPED_KINDS)
+    return TASK_KINDS.get(name)
+
+
+def kind_names() -> list[str]:
+    """Every registered task type."""
+    importlib.import_module(SHIPPED_KINDS)
+    return TASK_KINDS.names()
