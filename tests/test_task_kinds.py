@@ -50,7 +50,6 @@ def test_the_shipped_kinds_are_registered_and_a_type_is_checked_against_them() -
 
 
 def test_a_metric_that_cannot_score_the_kind_is_refused_when_the_definition_loads(tmp_path: Path) -> None:
-    import mtbio.evaluation.metrics  # noqa: F401  (registers the metric checks the loader runs)
     from mtbio.tasks.loading import load_task_def
 
     path = tmp_path / "x.yml"

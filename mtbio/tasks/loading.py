@@ -6,6 +6,7 @@ the field.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -141,10 +142,12 @@ def _field_and_message(loc: tuple[Any, ...], msg: str) -> tuple[str, str]:
 
 
 # Checks of the names a definition refers to (format, metric), registered by the layers that own
-# those registries (`mtbio.data.readers`, `mtbio.evaluation.metrics`) when they are imported, so this
-# layer imports nothing above it. Each returns (field, message) problems.
+# those registries when they are imported, so this layer imports nothing above it: the modules are
+# imported by name before the first check, so a definition loaded on its own is checked in full.
+# Each returns (field, message) problems.
 NameCheck = Callable[[TaskDef], list[tuple[str, str]]]
 NAME_CHECKS: list[NameCheck] = []
+CHECKING_MODULES = ("mtbio.data.readers", "mtbio.evaluation.metrics")
 
 
 def register_name_check(check: NameCheck) -> NameCheck:
@@ -154,6 +157,8 @@ def register_name_check(check: NameCheck) -> NameCheck:
 
 
 def _check_registered_names(path: Path, task: TaskDef) -> None:
+    for module in CHECKING_MODULES:
+        importlib.import_module(module)
     problems = [problem for check in NAME_CHECKS for problem in check(task)]
     if problems:
         raise TaskDefinitionErrors([TaskDefinitionError(path, task.name, f, m) for f, m in problems])
