@@ -528,72 +528,12 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     """
     from pathlib import Path
 
-    paths = [Path(p) for p in run_dirs]
-    if curves:
-        from mtbio.reporting.tables import write_curves
+    from mtbio.experiments.reports import ReportOptions, render_report
 
-        for path in paths:
-            click.echo(f"written: {write_curves(path)}")
-        return
-    affinities = [p for p in paths if (p / "affinity.json").exists()]
-    if affinities:
-        from mtbio.reporting.affinity import report_affinity, report_comparison
-
-        others = [p for p in paths if p not in affinities]
-        if len(affinities) > 1 or len(others) > 1 or labels or output or csv_path or trivial or compare_to or compare_each or metric_overrides:
-            raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
-                             "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
-        click.echo(report_comparison(others[0], affinities[0]) if others else report_affinity(affinities[0]))
-        if others:
-            click.echo(f"\nwritten: {affinities[0] / 'comparison.json'} and comparison.png")
-        return
-    for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
-        if (path / "sweep.json").is_file() and (path / "pairs").is_dir():
-            from mtbio.experiments.pairwise import rebuild_relations
-
-            for written in rebuild_relations(path):
-                click.echo(f"written: {written}")
-    sweeps = [p for p in paths if (p / "relations.json").exists() or (p / "stilt.json").exists()]
-    if sweeps:
-        from mtbio.reporting.relations import report_relations
-
-        if len(sweeps) != len(paths) or labels or output or csv_path or trivial or compare_to or compare_each or metric_overrides:
-            raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
-                             "--output, --csv, --trivial or --compare-to)")
-        click.echo("\n\n".join(report_relations(p) for p in sweeps))
-        return
-    from mtbio.fileio import write_json, write_text
-    from mtbio.reporting.tables import (
-        build_report,
-        to_markdown,
-        trivial_column,
-        write_csv,
-    )
-
-    metrics: dict[str, str] = {}
-    for pair in metric_overrides:
-        task, _, metric = pair.partition("=")
-        if not task or not metric:
-            raise MtbioError(f"--metric {pair!r}: expected TASK=METRIC, e.g. ddi=macro_f1")
-        metrics[task] = metric
-    trivial_scores = None
-    if trivial:
-        from mtbio.tasks.loading import resolve_data_dir
-
-        trivial_scores = trivial_column(paths, split, resolve_data_dir(data_dir), metrics)
-    table = build_report(paths, split, labels, trivial=trivial_scores, compare_to=compare_to, metrics=metrics,
-                         compare_each=compare_each, correction=correction)
-    markdown = to_markdown(table)
-    click.echo(markdown)
-    if output:
-        write_text(output, markdown)
-        click.echo(f"written: {output}")
-    if not (csv_path or output):
-        return
-    target = Path(csv_path) if csv_path else Path(str(output)).with_suffix(".csv")
-    write_csv(table, target)
-    write_json(target.with_suffix(".json"), table)
-    click.echo(f"written: {target} and {target.with_suffix('.json').name}")
+    options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
+                            metric_overrides, curves, correction)
+    for line in render_report([Path(p) for p in run_dirs], options):
+        click.echo(line)
 
 
 if __name__ == "__main__":  # pragma: no cover

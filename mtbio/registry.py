@@ -48,3 +48,7 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._items)
+
+    def in_order(self) -> list[T]:
+        """The registered items in the order they were registered."""
+        return list(self._items.values())

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mtbio"
-LAYERS = ["errors", "fileio", "registry", "logs", "tasks", "data", "evaluation", "model", "kinds", "training", "reporting", "experiments",
+LAYERS = ["errors", "fileio", "run_dir", "registry", "logs", "tasks", "data", "evaluation", "model", "kinds", "training", "reporting", "experiments",
           "cli", "__main__"]
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -96,3 +97,19 @@ def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
     assert unlearned_tasks(relations) == ["a"]
     write_relations(tmp_path, relations)
     assert "not learned alone (baseline within a point of its trivial score): a" in report_relations(tmp_path)
+
+
+@pytest.mark.parametrize("sweep", ["pairwise_biomedical", "pairwise_clinical_public"])
+def test_the_pages_edge_table_is_the_committed_relations(sweep: str) -> None:
+    import runpy
+
+    repo = Path(__file__).resolve().parents[1]
+    relations = json.loads((repo / "examples" / sweep / "relations.json").read_text())
+    table = runpy.run_path(str(repo / "examples" / "edge_table.py"))["edge_table"](relations)
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(relations["edges"])
+    first = relations["edges"][0]
+    assert rows[0].startswith(f"| {first['source']} → {first['target']} | {first['n_seeds']} (")
+    assert f"{100 * first['delta']:+.2f}".replace("-", "−") in rows[0] and first["state"] in rows[0]
+    page = (repo / "examples" / f"{sweep}.md").read_text()
+    assert table in page  # the page shows the table of the committed file

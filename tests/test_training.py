@@ -381,19 +381,19 @@ def test_results_json_has_one_writer_and_reader(tmp_path: Path) -> None:
     MtbioError naming the file."""
     import re
 
-    from mtbio.training.results import is_finished, read_results, write_results
+    from mtbio.run_dir import RunDir
 
     path = re.escape(str(tmp_path / "results.json"))
-    assert not is_finished(tmp_path)
+    assert not RunDir(tmp_path).finished
     with pytest.raises(MtbioError, match=f"{path}: missing"):
-        read_results(tmp_path)
-    write_results(tmp_path, {"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}})
-    assert is_finished(tmp_path)
-    assert read_results(tmp_path) == {"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}}
+        RunDir(tmp_path).results()
+    RunDir(tmp_path).write_results({"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}})
+    assert RunDir(tmp_path).finished
+    assert RunDir(tmp_path).results() == {"stage": "refine", "dev": {"demo-ner": {"entity_f1": 0.5}}}
     for broken in ("{not json", "[1, 2]"):
         (tmp_path / "results.json").write_text(broken)
         with pytest.raises(MtbioError, match=f"{path}: unreadable"):
-            read_results(tmp_path)
+            RunDir(tmp_path).results()
 
 
 def test_a_lower_is_better_metric_keeps_its_best_checkpoint(tmp_path: Path, tiny_encoder: str) -> None:

@@ -16,31 +16,17 @@ import torch
 
 from mtbio.data.example import Example
 from mtbio.data.pipeline import load_task_split
-from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.breakdown import TypeCounts, format_type_table, per_type_counts
 from mtbio.evaluation.metrics import score_task
-from mtbio.experiments.predict import load_run, read_run_tasks
+from mtbio.experiments.predict import load_run
 from mtbio.fileio import open_for_write, write_json
 from mtbio.model.inference import autocast_for, predict_split
-from mtbio.tasks.loading import load_catalog, require_data
+from mtbio.tasks.loading import load_catalog, load_run_tasks, require_data
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.results import is_finished, read_results
+from mtbio.run_dir import RunDir
 
 STAGE_LABELS = {"single-task": "single-task", "refine": "refinement", "finetune": "fine-tune"}
-
-
-def find_runs(path: Path) -> list[Path]:
-    """A run directory itself, or the run directories inside a folder: finetune/<task>/, or the
-    seed runs <task>/seed-<s>/ of `finetune --seeds K` (one and two levels down)."""
-    path = Path(path)
-    if (path / "encoder").is_dir():
-        return [path]
-    runs = sorted(p.parent for p in path.glob("*/encoder") if p.is_dir()) if path.is_dir() else []
-    runs += sorted(p.parent for p in path.glob("*/*/encoder") if p.is_dir()) if path.is_dir() else []
-    if not runs:
-        raise MtbioError(f"{path}: neither a run directory nor a folder of run directories")
-    return runs
 
 
 @dataclass
@@ -70,8 +56,8 @@ class EvaluationRow:
 
 
 def _stage_of(run: Path) -> str:
-    if is_finished(run):
-        return str(read_results(run).get("stage", "unknown"))
+    if RunDir(run).finished:
+        return str(RunDir(run).results().get("stage", "unknown"))
     return "unknown"
 
 
@@ -99,15 +85,15 @@ def evaluate_paths(
     categories: dict[str, str] = {}
     type_tables: dict[str, TypeCounts] = {}
     for path in paths:
-        runs = find_runs(path)
+        runs = [run.path for run in RunDir.find(path, weights=True)]
         stage = _stage_of(runs[0])
         row = EvaluationRow(name=str(path), stage=STAGE_LABELS.get(stage, stage))
         for run_dir in runs:
-            limit = max_examples or (read_results(run_dir).get("max_eval_examples") if is_finished(run_dir) else None)
+            limit = max_examples or (RunDir(run_dir).results().get("max_eval_examples") if RunDir(run_dir).finished else None)
             row.subset = max(row.subset or 0, limit or 0) or None
             if not rescore:
-                saved = read_results(run_dir).get(split, {})
-                for name, task in read_run_tasks(run_dir).items():
+                saved = RunDir(run_dir).results().get(split, {})
+                for name, task in load_run_tasks(run_dir).items():
                     if name in saved and (not tasks or name in tasks):
                         row.add(name, saved[name], task.metric)
                         categories[name] = task.category

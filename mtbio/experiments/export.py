@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
 from mtbio.fileio import claim_output_dir, record_output_dir, save_pretrained, write_text
 from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
-from mtbio.training.results import is_finished, read_results
+from mtbio.run_dir import RunDir
 
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
                 overwrite: bool = False, merge_adapter: bool = False) -> Path:
@@ -204,15 +203,15 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-mini
 def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
     """The hub id (or path) of the encoder the run started from, following refined encoders back to their run,
     and the tasks those earlier runs refined it on."""
-    settings = _yaml(run_dir / "config.yaml")
+    settings = RunDir(run_dir).config()
     encoder = str(settings.get("encoder") or "minilm")
     if encoder == "minilm":
         return MINILM_HUB_ID, []
     source = Path(encoder)
-    earlier = source.parent if (source.parent / "config.yaml").is_file() else source
-    if (earlier / "config.yaml").is_file() and earlier.resolve() != run_dir.resolve():
+    earlier = source.parent if RunDir(source.parent).config_file.is_file() else source
+    if RunDir(earlier).config_file.is_file() and earlier.resolve() != run_dir.resolve():
         base, tasks = original_encoder(earlier)
-        return base, [*tasks, *[t for t in _yaml(earlier / "config.yaml").get("tasks") or [] if t not in tasks]]
+        return base, [*tasks, *[t for t in RunDir(earlier).config().get("tasks") or [] if t not in tasks]]
     return encoder, []
 
 
@@ -220,9 +219,6 @@ def not_learned(results: dict[str, Any], task: str) -> bool:
     """A task the run left within a point of its trivial score (results.json's `not_learned`)."""
     return task in (results.get("not_learned") or [])
 
-
-def _yaml(path: Path) -> dict[str, Any]:
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
 def _peft_usage(auto_class: str, output: str) -> str:
@@ -248,8 +244,8 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
 
     from mtbio.data.readers import is_pair_task
 
-    results = read_results(run_dir) if is_finished(run_dir) else {}
-    settings = _yaml(run_dir / "config.yaml")
+    results = RunDir(run_dir).results() if RunDir(run_dir).finished else {}
+    settings = RunDir(run_dir).config()
     base, refined_on = original_encoder(run_dir)
     pipeline_task = definition.kind.export.pipeline
     scores = {split: results.get(split, {}).get(task) or {} for split in ("dev", "test")}
@@ -308,7 +304,7 @@ def _task_comments(run_dir: Path, task: str) -> list[str]:
     shipped one."""
     from mtbio.tasks.loading import BUILTIN_TASK_DEFS
 
-    for path in (run_dir / "tasks" / f"{task}.yml", BUILTIN_TASK_DEFS / f"{task}.yml"):
+    for path in (RunDir(run_dir).tasks_dir / f"{task}.yml", BUILTIN_TASK_DEFS / f"{task}.yml"):
         text = path.read_text().splitlines() if path.is_file() else []
         header = text[:next((i for i, line in enumerate(text) if not line.startswith("#")), len(text))]
         if header:

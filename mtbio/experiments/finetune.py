@@ -18,12 +18,12 @@ from mtbio.experiments.common import data_dir_for, refuse_adaptive_seeds, resolv
 from mtbio.experiments.training_run import train_tasks
 from mtbio.training.checkpoint import latest_checkpoint
 from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
-from mtbio.training.results import is_finished, read_results
+from mtbio.run_dir import RunDir
 
 
 def _finished_for_good(run_dir: Path) -> bool:
     """A finished run that --resume cannot continue: its results are all there is (its weights are gone)."""
-    return is_finished(run_dir) and latest_checkpoint(run_dir / "checkpoints") is None
+    return RunDir(run_dir).finished and latest_checkpoint(RunDir(run_dir).checkpoints_dir) is None
 
 
 def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
@@ -32,14 +32,14 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
     tasks = resolve_tasks(config)
     if config.from_run:
         source_dir = Path(config.from_run)
-        if not (source_dir / "encoder" / "config.json").is_file():
+        if not (RunDir(source_dir).encoder_dir / "config.json").is_file():
             raise MtbioError(f"--from {source_dir}: not an mtbio run directory (no encoder/config.json)")
         if config.encoder:
             raise MtbioError("give either --from RUN_DIR (fine-tune a refined encoder) or --encoder, not both")
-        encoder_source: str | None = str(source_dir / "encoder")
+        encoder_source: str | None = str(RunDir(source_dir).encoder_dir)
         base = Path(config.output) if config.output else source_dir / "finetune"
         stage, lr = "finetune", config.learning_rate(FINETUNE_LR)
-        heads: Path | None = source_dir / "heads" if config.finetune_heads == "refined" else None
+        heads: Path | None = RunDir(source_dir).heads_dir if config.finetune_heads == "refined" else None
     else:
         encoder_source = config.encoder
         base = Path(config.output) if config.output else Path("runs") / "single-task"
@@ -55,7 +55,7 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
                      config)]
         for run_dir, run_config in plan:
             if config.resume and _finished_for_good(run_dir):
-                runs.append((run_dir, read_results(run_dir)))
+                runs.append((run_dir, RunDir(run_dir).results()))
             else:
                 runs.append((run_dir, train_tasks([task], run_config, run_dir, encoder_source, lr, stage,
                                                   data_dir_for(config), heads)))

@@ -23,7 +23,7 @@ from mtbio.reporting.affinity import build_affinity
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
 from mtbio.training.config import REFINE_LR, RunConfig
-from mtbio.training.results import read_results
+from mtbio.run_dir import RunDir
 
 POINTS = "affinity_points.json"
 
@@ -63,7 +63,7 @@ def joint_affinity(config: RunConfig, tasks: list[TaskDef], data_dir: Path, dire
             train_tasks(list(tasks), cell_config(config, cell), cell.run_dir, config.encoder, lr, "refine", data_dir,
                         step_hooks=[probe])
             write_json(points, probe.summary())
-            shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
+            shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)
         runs[seed] = {"probe": json.loads(points.read_text()),
-                      "results": read_results(cell.run_dir)}
+                      "results": RunDir(cell.run_dir).results()}
     return build_affinity({t.name: t.metric for t in tasks}, runs, config.alpha, default)

@@ -14,20 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.predict import read_run_tasks
 from mtbio.experiments.training_run import write_task_defs
 from mtbio.model.adapters import merged_state_dict
 from mtbio.model.encoder import load_encoder, resolve_encoder_name
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model, save_model
-from mtbio.training.results import read_results, write_results
+from mtbio.run_dir import RunDir
+from mtbio.tasks.loading import load_run_tasks
 
 METHODS = ("ties", "dare_linear", "average")
 
 
 def base_encoder_source(run_dirs: Sequence[Path]) -> str | None:
     """The encoder every run started from (results.json's `encoder_source`); runs from different ones are refused."""
-    sources = {read_results(run).get("encoder_source"): run for run in run_dirs}
+    sources = {RunDir(run).results().get("encoder_source"): run for run in run_dirs}
     if len({_resolved(source) for source in sources}) != 1:
         listed = "; ".join(f"{run}: {source or 'the packaged MiniLM-L6'}" for source, run in sources.items())
         raise MtbioError(f"the runs started from different encoders ({listed}); merge runs of one base, or give --base")
@@ -50,7 +50,7 @@ def fine_tuned_encoders(run_dirs: Sequence[Path]) -> tuple[dict[Path, list[dict[
     for run_dir in dict.fromkeys(Path(p).resolve() for p in run_dirs):
         model, run_tokenizer = load_model(run_dir)
         tokenizer = tokenizer or run_tokenizer
-        definitions = read_run_tasks(run_dir)
+        definitions = load_run_tasks(run_dir)
         for name, head in model.heads.items():
             if name in heads:
                 raise MtbioError(f"task '{name}' is in more than one run ({run_dir}); merge runs of different tasks")
@@ -110,8 +110,8 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
               if value.is_floating_point() else value for name, value in base_state.items()}
     encoder.load_state_dict(merged)
     save_model(MultiTaskModel(encoder, heads), tokenizer, output)
-    write_task_defs(tasks, output / "tasks")
-    write_results(output, {"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
+    write_task_defs(tasks, RunDir(output).tasks_dir)
+    RunDir(output).write_results({"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
                            "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
                            "weights": weights, "seed": seed, "dev": {}, "test": {}})
     return output

@@ -14,11 +14,12 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
 from mtbio.experiments.launchers import drive_sweep, silent
-from mtbio.experiments.predict import read_run_tasks
 from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
                                     seeds_of)
 from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
+from mtbio.run_dir import SweepDir
+from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
 
@@ -123,7 +124,7 @@ def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None])
     if config.prune is None:
         return None
     assert config.affinity is not None
-    predicted = read_json(Path(config.affinity), "affinity.json")
+    predicted = read_json(Path(config.affinity), SweepDir.SUMMARIES["affinity"])
     by = config.prune_by or predicted["default_predictor"]
     keep = pruned_pairs(predicted, [t.name for t in tasks], config.prune, by)
     total = len(tasks) * (len(tasks) - 1) // 2
@@ -141,7 +142,7 @@ def rebuild_relations(sweep_dir: Path) -> list[Path]:
         raise MtbioError(f"{sweep_dir}: no finished pair cell yet (see: mtbio sweep status {sweep_dir})")
     tasks: dict[str, TaskDef] = {}
     for cell in cells:
-        tasks.update(read_run_tasks(cell.run_dir))
+        tasks.update(load_run_tasks(cell.run_dir))
     baselined = {c.tasks[0] for c in cells if c.kind == "baseline"}
     cells = [c for c in cells if set(c.tasks) <= baselined]  # a Δ needs the target's baseline
     config = RunConfig(eval_test=bool(protocol.get("eval_test", False)))

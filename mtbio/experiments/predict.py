@@ -16,17 +16,9 @@ from mtbio.fileio import ensure_writable, open_for_write
 from mtbio.model.inference import autocast_for, predict_split, resolve_inference_precision
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model
-from mtbio.tasks.loading import load_task_def
+from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.results import read_results
-
-
-def read_run_tasks(run_dir: Path) -> dict[str, TaskDef]:
-    """The resolved task definitions saved in `<run_dir>/tasks/`."""
-    directory = Path(run_dir) / "tasks"
-    if not directory.is_dir():
-        raise MtbioError(f"{run_dir}: not an mtbio run directory (no tasks/)")
-    return {t.name: t for t in (load_task_def(p) for p in sorted(directory.glob("*.yml")))}
+from mtbio.run_dir import RunDir
 
 
 @dataclass
@@ -108,7 +100,7 @@ def load_run(run_dir: Path | str, precision: str = "auto") -> LoadedRun:
     `precision`: `auto` (the precision the run was trained in, where the hardware has it), `no`
     (fp32) or `bf16`."""
     run_dir = Path(run_dir)
-    tasks = read_run_tasks(run_dir)
+    tasks = load_run_tasks(run_dir)
     model, tokenizer = load_model(run_dir, list(tasks))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device).eval()
@@ -119,7 +111,7 @@ def load_run(run_dir: Path | str, precision: str = "auto") -> LoadedRun:
 def trained_precision(run_dir: Path) -> str | None:
     """The mixed precision results.json records for the run (None where it records none)."""
     try:
-        return read_results(run_dir).get("mixed_precision")
+        return RunDir(run_dir).results().get("mixed_precision")
     except MtbioError:
         return None
 

@@ -29,6 +29,7 @@ from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data,
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
+from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import TaskCatalog
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -89,7 +90,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
               "selected": selected, "seeds": seeds, "outcome": build_selection(
                   target.name, target.metric, runs, config.alpha, config.min_delta, config.correction)}
     if state.is_main_process:
-        write_json(directory / "select.json", result)
+        write_json(SweepDir(directory).summary_file("select"), result)
         write_text(directory / "select.md", selection_markdown(result))
         echo(f"written: {directory / 'select.json'} and select.md")
     return directory, result
@@ -128,7 +129,7 @@ def _candidates(config: RunConfig, catalog: TaskCatalog) -> list[TaskDef]:
 def _prediction(config: RunConfig, tasks: list[TaskDef], directory: Path,
                 echo: Callable[[str], None]) -> dict[str, Any]:
     """The predictor's affinity.json over `tasks`, read back when a finished one is there."""
-    path = directory / "affinity.json"
+    path = SweepDir(directory).summary_file("affinity")
     if path.is_file():
         saved = json.loads(path.read_text())
         if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor:

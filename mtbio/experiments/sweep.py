@@ -41,7 +41,7 @@ from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import on_main_then_share
-from mtbio.training.results import is_finished, read_results, results_path
+from mtbio.run_dir import RunDir, SweepDir
 from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
@@ -74,11 +74,11 @@ class Cell:
 
     @property
     def results_path(self) -> Path:
-        return results_path(self.run_dir)
+        return RunDir(self.run_dir).results_file
 
     @property
     def done(self) -> bool:
-        return is_finished(self.run_dir)
+        return RunDir(self.run_dir).finished
 
     def describe(self) -> str:
         what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
@@ -101,7 +101,7 @@ def baseline_cell(sweep_dir: Path, task: str, seed: int, lr: float) -> Cell:
 def cell_results(cell: Cell) -> dict[str, Any]:
     """A finished cell's results.json."""
     try:
-        return read_results(cell.run_dir)
+        return RunDir(cell.run_dir).results()
     except MtbioError as exc:
         raise MtbioError(f"{exc}; delete the cell directory and rerun") from None
 
@@ -145,7 +145,7 @@ def protocol(config: RunConfig) -> dict[str, Any]:
 
 def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
     """A sweep directory's cells must all come from the same options (read-only; every process)."""
-    path = sweep_dir / "sweep.json"
+    path = SweepDir(sweep_dir).protocol_file
     if not path.is_file():
         return
     saved = json.loads(path.read_text()).get("protocol", {})
@@ -162,7 +162,7 @@ def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
 
 def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
     """Write sweep.json on first use of a sweep directory (main process only)."""
-    path = sweep_dir / "sweep.json"
+    path = SweepDir(sweep_dir).protocol_file
     if not path.is_file():
         write_json(path, {"protocol": protocol(config)})
 
@@ -194,7 +194,7 @@ def processes(config: RunConfig) -> Accelerator:
 def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
     """Add the cells to cells.json (the list `mtbio sweep status` shows), replacing the file atomically.
     Paths are written relative to the sweep directory, so a committed or moved sweep still reads."""
-    path = sweep_dir / "cells.json"
+    path = SweepDir(sweep_dir).cells_file
     try:
         known = json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -217,7 +217,7 @@ def read_cells(sweep_dir: Path) -> list[Cell]:
     """The cells recorded in cells.json; for a sweep written before mtbio kept that file, the cells
     found on disk."""
     try:
-        entries = json.loads((sweep_dir / "cells.json").read_text())
+        entries = json.loads(SweepDir(sweep_dir).cells_file.read_text())
     except FileNotFoundError:
         found = discover_cells(sweep_dir)
         if not found:
@@ -247,7 +247,7 @@ def discover_cells(sweep_dir: Path) -> list[Cell]:
 
 # ---- weights a cell keeps --------------------------------------------------------------------------
 def has_weights(run_dir: Path) -> bool:
-    return any((run_dir / "encoder").glob("*.safetensors"))
+    return any(RunDir(run_dir).encoder_dir.glob("*.safetensors"))
 
 
 def dependents(cell: Cell, cells: list[Cell]) -> list[Cell]:
@@ -264,7 +264,7 @@ def needs_training(cell: Cell, cells: list[Cell]) -> bool:
 
 def drop_weights(run_dir: Path) -> None:
     """Remove a finished cell's encoder directory and head weights (scores, metrics, logs, configs stay)."""
-    shutil.rmtree(run_dir / "encoder", ignore_errors=True)
+    shutil.rmtree(RunDir(run_dir).encoder_dir, ignore_errors=True)
     for path in run_dir.glob("heads/*/model.safetensors"):
         path.unlink(missing_ok=True)
 
@@ -296,7 +296,7 @@ def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> 
     """(index, lock) of the first cell this process could claim; the flag says whether any cell is left."""
     left = unsettled(cells, all_cells, config.retries)
     for cell in left:
-        if cell.from_cell is not None and not (is_finished(cell.from_cell) and has_weights(cell.from_cell)):
+        if cell.from_cell is not None and not (RunDir(cell.from_cell).finished and has_weights(cell.from_cell)):
             continue  # its intermediate is not finished (or is trained again for its weights)
         lock = claim(cell.run_dir)
         if lock is None:
@@ -314,12 +314,12 @@ def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_
     if state.is_main_process and cell.run_dir.exists():
         shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()
-    encoder = str(cell.from_cell / "encoder") if cell.from_cell is not None else config.encoder
+    encoder = str(RunDir(cell.from_cell).encoder_dir) if cell.from_cell is not None else config.encoder
     train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell), cell.run_dir, encoder, cell.lr,
                 cell.stage, data_dir)
     state.wait_for_everyone()  # results.json is on disk before any process reads it
     if state.is_main_process:
-        shutil.rmtree(cell.run_dir / "checkpoints", ignore_errors=True)
+        shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)
 
 
 def work_through(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,

@@ -12,6 +12,7 @@ import yaml
 from mtbio.experiments.cell_locks import failures, held_by_other, lock_path, read_owner
 from mtbio.experiments.sweep import Cell, cell_results, format_duration, read_cells
 from mtbio.reporting.relations import describe_reliability
+from mtbio.run_dir import RunDir, SweepDir
 
 
 def cell_state(cell: Cell) -> str:
@@ -28,7 +29,7 @@ def _scores(cell: Cell) -> str:
     shown = []
     for task, scores in results.get("dev", {}).items():
         try:
-            metric = yaml.safe_load((cell.run_dir / "tasks" / f"{task}.yml").read_text())["metric"]
+            metric = yaml.safe_load((RunDir(cell.run_dir).tasks_dir / f"{task}.yml").read_text())["metric"]
         except (OSError, KeyError, TypeError):
             metric = next(iter(scores))
         shown.append(f"{task} {metric} {scores[metric]:.4f}")
@@ -80,8 +81,9 @@ def status_table(sweep_dir: Path) -> str:
                     f"a cell, {max(counts['running'], 1)} at a time)")
     elif left:
         rows.append("time left: unknown until a cell finishes")
-    for name in ("relations.json", "stilt.json"):  # the graph as last written
-        if (sweep_dir / name).is_file():
-            line = describe_reliability(json.loads((sweep_dir / name).read_text()))
-            rows += [f"{name}: {line}"] if line else []
+    for kind in ("pairwise", "stilt"):  # the graph as last written
+        path = SweepDir(sweep_dir).summary_file(kind)
+        if path.is_file():
+            line = describe_reliability(json.loads(path.read_text()))
+            rows += [f"{path.name}: {line}"] if line else []
     return "\n".join(rows)

@@ -36,7 +36,7 @@ from mtbio.model.persist import load_head, load_model, read_head_config, save_mo
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
-from mtbio.training.results import write_results
+from mtbio.run_dir import RunDir
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
@@ -69,7 +69,7 @@ def check_run_dir(run_dir: Path, resume: bool) -> None:
 def _saved_config(run_dir: Path) -> dict[str, Any] | None:
     """The run's config.yaml as written by mtbio (every key a run option), else None."""
     try:
-        saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        saved = yaml.safe_load(RunDir(run_dir).config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     return saved if isinstance(saved, dict) and set(saved) == set(RunConfig.model_fields) else None
@@ -79,7 +79,7 @@ def check_resume(run_dir: Path, config: RunConfig) -> None:
     """Before anything is written: refuse a --resume whose options differ from those the checkpoint
     was trained with (it would continue with the checkpoint's optimizer, schedule and batch plan while
     config.yaml recorded the new ones). Run length, evaluation and logging options may change."""
-    if not config.resume or not list_checkpoints(run_dir / "checkpoints"):
+    if not config.resume or not list_checkpoints(RunDir(run_dir).checkpoints_dir):
         return
     saved = _saved_config(run_dir)
     if saved is None:
@@ -195,8 +195,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         with writing(run_dir, hint="choose a writable --output with free space"):
             make_dir(run_dir)
             log_file.attach(run_dir / "run.log")
-            write_task_defs(tasks, run_dir / "tasks")
-            save_config(config, run_dir / "config.yaml")
+            write_task_defs(tasks, RunDir(run_dir).tasks_dir)
+            save_config(config, RunDir(run_dir).config_file)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
         hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
                    if k in run_options()}  # a run's own options, not the sweep's or another command's
@@ -247,7 +247,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     if accelerator.is_main_process:
         if test:
             trainer.log_metrics("test", test)
-        write_results(run_dir, results)
+        RunDir(run_dir).write_results(results)
     if accelerator.log_with:
         accelerator.end_training()
     return results

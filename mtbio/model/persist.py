@@ -24,6 +24,7 @@ from mtbio.fileio import fresh_dir, replace_dir, save_pretrained, save_tensors, 
 from mtbio.model.adapters import ADAPTER_DIR, base_state_dict, load_adapter, save_adapter
 from mtbio.model.encoder import load_encoder, load_tokenizer
 from mtbio.model.heads import HeadConfig, build_head
+from mtbio.run_dir import RunDir
 from mtbio.tasks.kinds import kind_names
 from mtbio.model.multitask import MultiTaskModel
 
@@ -39,15 +40,15 @@ def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
     staged: list[tuple[Path, Path]] = []
     try:
         with writing(run_dir, hint=hint):
-            encoder_tmp = fresh_dir(run_dir / "encoder")
-            staged.append((encoder_tmp, run_dir / "encoder"))
+            encoder_tmp = fresh_dir(RunDir(run_dir).encoder_dir)
+            staged.append((encoder_tmp, RunDir(run_dir).encoder_dir))
             if model.adapters:  # the base encoder; each task's adapter goes beside its head
                 save_pretrained(model.encoder, encoder_tmp, state_dict=base_state_dict(model.encoder))
             else:
                 save_pretrained(model.encoder, encoder_tmp)
             save_pretrained(tokenizer, encoder_tmp)
-            heads_tmp = fresh_dir(run_dir / "heads")
-            staged.append((heads_tmp, run_dir / "heads"))
+            heads_tmp = fresh_dir(RunDir(run_dir).heads_dir)
+            staged.append((heads_tmp, RunDir(run_dir).heads_dir))
             for name, head in model.heads.items():
                 write_json(heads_tmp / name / HEAD_CONFIG, head.config.to_json())
                 tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
@@ -108,12 +109,12 @@ def load_head(head_dir: Path, hidden_size: int | None = None) -> Any:
 def load_model(run_dir: Path, tasks: list[str] | None = None, **encoder_overrides: Any) -> tuple[MultiTaskModel, Any]:
     """Encoder + the named heads (all by default) from a run directory."""
     run_dir = Path(run_dir)
-    encoder_dir = run_dir / "encoder"
+    encoder_dir = RunDir(run_dir).encoder_dir
     if not (encoder_dir / "config.json").is_file():
         raise MtbioError(f"{run_dir}: not an mtbio run directory (no encoder/config.json)")
     encoder = load_encoder(str(encoder_dir), **encoder_overrides)
     tokenizer = load_tokenizer(str(encoder_dir))
-    heads_dir = run_dir / "heads"
+    heads_dir = RunDir(run_dir).heads_dir
     available = sorted(p.name for p in heads_dir.iterdir() if p.is_dir()) if heads_dir.is_dir() else []
     wanted = available if tasks is None else tasks
     missing = [t for t in wanted if t not in available]

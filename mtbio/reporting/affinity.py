@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_json, write_text
@@ -25,7 +24,7 @@ from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, 
 from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
 from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
-from mtbio.training.results import RESULTS_FILE, read_results
+from mtbio.run_dir import RunDir, SweepDir
 
 JOINT_PREDICTORS = ("lookahead", "cosine")  # both measured in one joint run
 # chosen on the synthetic helper / noise setup (tests/test_affinity.py), where the gradient cosine ranks the
@@ -122,7 +121,7 @@ def predicted_graph(affinity: dict[str, Any], predictor: str) -> dict[str, Any]:
 def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
     """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); after a
     joint run, the default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
-    paths = [directory / "affinity.json"]
+    paths = [SweepDir(directory).summary_file("affinity")]
     write_json(paths[0], affinity)
     for predictor, entry in affinity["predictors"].items():
         stem = "affinity" if predictor == "lookahead" else predictor
@@ -274,15 +273,15 @@ def _or_minus_inf(value: float) -> float:
 def sweep_compute(pairwise_dir: Path, seeds: list[int]) -> dict[str, Any]:
     """Training examples and wall seconds of a pairwise sweep's cells (baselines and pairs of `seeds`),
     from their results.json; where a cell predates `train_examples` there, steps × batch size."""
-    cells = [p.parent for kind in ("baselines", "pairs") for p in sorted(Path(pairwise_dir).glob(f"{kind}/*/seed-*/{RESULTS_FILE}"))
-             if int(p.parent.name.split("-", 1)[1]) in seeds]
+    cells = [run.path for run in SweepDir(pairwise_dir).cell_runs(("baselines", "pairs"))
+             if int(run.path.name.split("-", 1)[1]) in seeds]
     examples, seconds, estimated = 0, 0.0, 0
     for cell in cells:
-        results = read_results(cell)
+        results = RunDir(cell).results()
         if "train_examples" in results:
             examples += int(results["train_examples"])
         else:
-            config = yaml.safe_load((cell / "config.yaml").read_text()) or {}
+            config = RunDir(cell).config()
             examples += int(results["steps"]) * int(config.get("batch_size", 32))
             estimated += 1
         seconds += float(results.get("wall_seconds", 0.0))
@@ -301,7 +300,8 @@ def affinity_compute(affinity: dict[str, Any]) -> dict[str, Any]:
 def report_comparison(pairwise_dir: Path | str, affinity_dir: Path | str) -> str:
     """The comparison as text; also writes comparison.json and comparison.png into `affinity_dir`."""
     pairwise_dir, affinity_dir = Path(pairwise_dir), Path(affinity_dir)
-    relations, affinity = read_json(pairwise_dir, "relations.json"), read_json(affinity_dir, "affinity.json")
+    relations = read_json(pairwise_dir, SweepDir.SUMMARIES["pairwise"])
+    affinity = read_json(affinity_dir, SweepDir.SUMMARIES["affinity"])
     result = compare_prediction(relations, affinity)
     measured_side = sweep_compute(pairwise_dir, [int(s) for s in relations["seeds"]])
     predicted_side = affinity_compute(affinity)
@@ -379,7 +379,7 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
 
 def report_affinity(directory: Path | str) -> str:
     """The predicted matrices of an affinity directory as text, naming each target's most promising source."""
-    affinity = read_json(Path(directory), "affinity.json")
+    affinity = read_json(Path(directory), SweepDir.SUMMARIES["affinity"])
     tasks = affinity["tasks"]
     parts = []
     for predictor, entry in affinity["predictors"].items():

@@ -22,6 +22,7 @@ from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial
 from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, UNDECIDED, Scores, compare, correct,
                                       summary)
+from mtbio.run_dir import SweepDir
 
 
 
@@ -143,7 +144,7 @@ def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float |
 
 def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
-    paths = [sweep_dir / n for n in ("relations.json", "relations.dot", "relations.graphml", "gain_matrix.csv",
+    paths = [sweep_dir / n for n in (SweepDir.SUMMARIES["pairwise"], "relations.dot", "relations.graphml", "gain_matrix.csv",
                                      "relations.png", "gain_matrix.png")]
     write_json(paths[0], relations)
     write_text(paths[1], relations_dot(relations))
@@ -243,7 +244,7 @@ def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list
 
 def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
-    paths = [sweep_dir / n for n in ("stilt.json", "stilt_matrix.csv", "stilt_matrix.png")]
+    paths = [sweep_dir / n for n in (SweepDir.SUMMARIES["stilt"], "stilt_matrix.csv", "stilt_matrix.png")]
     write_json(paths[0], stilt)
     rows, columns, matrix = stilt_matrix(stilt)
     write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
@@ -275,10 +276,11 @@ def report_relations(run_dir: Path | str, only: str | None = None) -> str:
 
     run_dir = Path(run_dir)
     parts = []
-    if (run_dir / "relations.json").is_file() and only in (None, "pairwise"):
-        parts.append(_report_pairwise(json.loads((run_dir / "relations.json").read_text())))
-    if (run_dir / "stilt.json").is_file() and only in (None, "stilt"):
-        parts.append(_report_stilt(json.loads((run_dir / "stilt.json").read_text())))
+    sweep = SweepDir(run_dir)
+    if "pairwise" in sweep.kinds and only in (None, "pairwise"):
+        parts.append(_report_pairwise(json.loads(sweep.summary_file("pairwise").read_text())))
+    if "stilt" in sweep.kinds and only in (None, "stilt"):
+        parts.append(_report_stilt(json.loads(sweep.summary_file("stilt").read_text())))
     if not parts:
         raise MtbioError(f"{run_dir}: no relations.json or stilt.json (not a pairwise or stilt sweep directory)")
     return "\n\n".join(parts)

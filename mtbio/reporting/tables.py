@@ -32,7 +32,7 @@ from mtbio.evaluation.metrics import metric_scale, metric_sign
 from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
 from mtbio.reporting.verdicts import compare, correct
-from mtbio.training.results import RESULTS_FILE, is_finished, read_results, results_path
+from mtbio.run_dir import RunDir
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",
@@ -55,20 +55,9 @@ class TaskScores:
         return {"mean": mean, "sd": sd if len(values) > 1 else None, "n": len(values), "seeds": sorted(self.by_seed)}
 
 
-def run_dirs_under(path: Path) -> list[Path]:
-    """A run directory (it has results.json), else those one or two levels down (task/ or task/seed-s/)."""
-    path = Path(path)
-    if is_finished(path):
-        return [path]
-    found = sorted(p.parent for p in path.glob(f"*/{RESULTS_FILE}")) + sorted(p.parent for p in path.glob(f"*/*/{RESULTS_FILE}"))
-    if not found:
-        raise MtbioError(f"{path}: no results.json here or one or two levels down (not a finished run or folder of runs)")
-    return found
-
-
 def eval_subset(path: Path) -> int | None:
     """The largest --max-eval-examples of the runs under `path` (None: every run scored whole splits)."""
-    return max((read_results(r).get("max_eval_examples") or 0 for r in run_dirs_under(path)), default=0) or None
+    return max((RunDir(r).results().get("max_eval_examples") or 0 for r in (run.path for run in RunDir.find(path))), default=0) or None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -85,16 +74,15 @@ def read_run_scores(run_dir: Path, split: str,
                     metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str, int, float]]:
     """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
     the task's primary (declared) metric, or the one `metrics` names (any metric the run saved)."""
-    results = read_results(run_dir)
-    config_path = run_dir / "config.yaml"
-    seed = int(_read_yaml(config_path).get("seed", 0)) if config_path.is_file() else 0
+    results = RunDir(run_dir).results()
+    seed = int(RunDir(run_dir).config().get("seed", 0))
     rows = []
     for task, scores in (results.get(split) or {}).items():
-        definition = _read_yaml(run_dir / "tasks" / f"{task}.yml")
+        definition = _read_yaml(RunDir(run_dir).tasks_dir / f"{task}.yml")
         declared = str(definition.get("metric"))
         metric = (metrics or {}).get(task) or declared
         if metric not in scores:
-            raise MtbioError(f"{results_path(run_dir)}: {split} scores of '{task}' lack the metric '{metric}' "
+            raise MtbioError(f"{RunDir(run_dir).results_file}: {split} scores of '{task}' lack the metric '{metric}' "
                              f"(saved: {', '.join(sorted(scores))})")
         rows.append((task, metric, declared, str(definition.get("category", "other")), seed, float(scores[metric])))
     return rows
@@ -103,7 +91,7 @@ def read_run_scores(run_dir: Path, split: str,
 def collect_column(path: Path, split: str, metrics: Mapping[str, str] | None = None) -> dict[str, TaskScores]:
     """Task → scores per seed, over every run under `path` (primary metrics, or those `metrics` names)."""
     column: dict[str, TaskScores] = {}
-    for run_dir in run_dirs_under(path):
+    for run_dir in (run.path for run in RunDir.find(path)):
         for task, metric, declared, category, seed, value in read_run_scores(run_dir, split, metrics):
             entry = column.setdefault(task, TaskScores(task, metric, category, declared))
             if seed in entry.by_seed:
@@ -164,12 +152,12 @@ def write_curves(run_dir: Path) -> Path:
     """RUN_DIR/curves.png: training loss and dev score per task against the step (`mtbio report --curves`)."""
     from mtbio.reporting.plots import plot_training_curves
 
-    metrics = run_dir / "metrics.jsonl"
+    metrics = RunDir(run_dir).metrics_file
     if not metrics.is_file():
         raise MtbioError(f"{run_dir}: no metrics.jsonl (not a run directory)")
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    primary = {p.stem: str(_read_yaml(p).get("metric")) for p in sorted((run_dir / "tasks").glob("*.yml"))}
-    results = read_results(run_dir) if is_finished(run_dir) else {}
+    primary = {p.stem: str(_read_yaml(p).get("metric")) for p in RunDir(run_dir).task_files()}
+    results = RunDir(run_dir).results() if RunDir(run_dir).finished else {}
     target = run_dir / "curves.png"
     plot_training_curves(records, primary, target, str(run_dir), results.get("trivial"), results.get("best_step"))
     return target
@@ -186,8 +174,8 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
 
     definitions: dict[str, Any] = {}
     for path in paths:
-        for run_dir in run_dirs_under(Path(path)):
-            for task_file in sorted((run_dir / "tasks").glob("*.yml")):
+        for run_dir in (run.path for run in RunDir.find(path)):
+            for task_file in RunDir(run_dir).task_files():
                 task = load_task_def(task_file)
                 definitions.setdefault(task.name, task)
     out: dict[str, float] = {}

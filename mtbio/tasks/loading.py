@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from mtbio.errors import MissingDataError, MtbioError, TaskDefinitionError
+from mtbio.run_dir import RunDir
 from mtbio.tasks.schema import SPLITS, TaskDef, describe_type_error
 
 # The built-in definitions: inside the installed package (wheels, `pip install .`), else the
@@ -139,6 +140,11 @@ def _field_and_message(loc: tuple[Any, ...], msg: str) -> tuple[str, str]:
         if match:
             return match.group(1), match.group(2)
     return describe_type_error(loc), msg
+
+
+def load_run_tasks(run_dir: Path | str) -> dict[str, TaskDef]:
+    """The resolved task definitions a run saved (its tasks/), by name."""
+    return {t.name: t for t in (load_task_def(p) for p in RunDir(run_dir).task_files())}
 
 
 # Checks of the names a definition refers to (format, metric), registered by the layers that own

@@ -37,6 +37,7 @@ from mtbio.model.cpu_dropout import use_bit_dropout
 from mtbio.model.inference import bf16_supported, predict_split
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
+from mtbio.run_dir import RunDir
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
@@ -383,7 +384,7 @@ class Trainer:
             self.accelerator.log(tracker_scalars(record), step=record["step"])
         if not self.accelerator.is_main_process:
             return
-        with open_for_write(self.run_dir / "metrics.jsonl", "a") as handle:
+        with open_for_write(RunDir(self.run_dir).metrics_file, "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
     def save_checkpoint(self, mid_epoch: bool) -> None:
@@ -392,14 +393,14 @@ class Trainer:
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
-            ckpt.save_checkpoint(self.run_dir / "checkpoints", self.state.global_step, self.unwrapped,
+            ckpt.save_checkpoint(RunDir(self.run_dir).checkpoints_dir, self.state.global_step, self.unwrapped,
                                  self.raw_optimizer,
                                  self.scheduler, state)
         self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ internals
     def _resume(self) -> None:
-        latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
+        latest = ckpt.latest_checkpoint(RunDir(self.run_dir).checkpoints_dir)
         if latest is None:
             log.warning("--resume: no complete checkpoint in %s; starting from the beginning", self.run_dir)
             return
@@ -407,7 +408,7 @@ class Trainer:
         saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
         self.state = TrainerState(**saved)
         if self.accelerator.is_main_process:  # evaluations after the checkpoint will be redone
-            ckpt.truncate_metrics(self.run_dir / "metrics.jsonl", self.state.global_step)
+            ckpt.truncate_metrics(RunDir(self.run_dir).metrics_file, self.state.global_step)
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
 
     def _stop_requested(self) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.run_dir import RunDir
 from mtbio.training.option_files import read_config_file
 
 HERE = Path(__file__).resolve().parent
@@ -36,7 +37,7 @@ def _encoder_of(values: dict[str, Any]) -> tuple[str | None, str | None]:
     """The run's encoder name, and the recipe of the run `--from` names (fine-tuning a refined encoder)."""
     source = values.get("from_run")
     if source:
-        saved = Path(source) / "config.yaml"
+        saved = RunDir(source).config_file
         if saved.is_file():
             config = read_config_file(saved)
             return config.get("encoder"), config.get("recipe")

@@ -1,0 +1,36 @@
+"""The per-edge table of a pairwise page, from the sweep's relations.json (points ×100):
+
+    python examples/edge_table.py examples/pairwise_biomedical/relations.json
+
+One row per edge: its seeds, per-seed Δ, mean Δ with its 95% t interval, p, p adjusted over the graph's
+family, verdict and state (decided / undecided), as `mtbio report SWEEP` prints them in text.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _points(x: float) -> str:
+    return f"{100 * x:+.2f}".replace("-", "−")
+
+
+def edge_table(relations: dict) -> str:
+    family = relations.get("family") or {}
+    adjusted = f"p, {family.get('correction', 'none').capitalize()} over {family.get('m', len(relations['edges']))}"
+    rows = [f"| edge (source → target) | seeds | Δ per seed | mean [95% interval] | p | {adjusted} | verdict | state |",
+            "|---|---:|---|---:|---:|---:|---|---|"]
+    for e in relations["edges"]:
+        seeds = sorted(e["per_seed"], key=int)
+        per_seed = ", ".join(_points(e["per_seed"][s]["delta"]) for s in seeds)
+        ci = f" [{_points(e['ci'][0])}, {_points(e['ci'][1])}]" if e.get("ci") else ""
+        p = "–" if e["p_value"] is None else f"{e['p_value']:.3f}"
+        p_adj = "–" if e.get("p_adjusted") is None else f"{e['p_adjusted']:.3f}"
+        rows.append(f"| {e['source']} → {e['target']} | {len(seeds)} ({seeds[0]}–{seeds[-1]}) | {per_seed} | "
+                    f"{_points(e['delta'])}{ci} | {p} | {p_adj} | {e['verdict']} | {e.get('state', '?')} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(edge_table(json.loads(Path(sys.argv[1]).read_text())))

@@ -1,0 +1,148 @@
+"""`mtbio report`: what each argument is, and how that kind of result is rebuilt and shown.
+
+A report kind registers how it recognises its directories (`detect`) and how it shows them (`render`, which
+may first rebuild the kind's files from finished cells). `render_report` takes the first kind, in
+registration order, that recognises the arguments; the runs table is the fallback, tried last, and takes
+any run or folder of runs. A new kind of study (leave-one-out, say) is one registration here beside its stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from mtbio.errors import MtbioError
+from mtbio.registry import Registry
+from mtbio.run_dir import SweepDir
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The table options of `mtbio report` (a sweep or affinity directory takes none of them)."""
+
+    split: str = "dev"
+    labels: tuple[str, ...] = ()
+    output: str | None = None
+    csv_path: str | None = None
+    trivial: bool = False
+    data_dir: str | None = None
+    compare_to: str | None = None
+    compare_each: bool = False
+    metric_overrides: tuple[str, ...] = ()
+    curves: bool = False
+    correction: str = "holm"
+
+    @property
+    def table_options(self) -> bool:
+        """Whether any option of the runs table was given."""
+        return bool(self.labels or self.output or self.csv_path or self.trivial or self.compare_to or self.compare_each
+                    or self.metric_overrides)
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    name: str
+    detect: Callable[[list[Path], ReportOptions], bool]
+    render: Callable[[list[Path], ReportOptions], list[str]]  # the lines to print
+    fallback: bool = False  # tried after every other kind
+
+
+REPORT_KINDS: Registry[ReportKind] = Registry("report kind")
+
+
+def register_report(name: str, detect: Callable[[list[Path], ReportOptions], bool], fallback: bool = False) -> Callable:
+    """Register `render(paths, options) -> lines` as the report of directories `detect` recognises."""
+    def decorator(render: Callable[[list[Path], ReportOptions], list[str]]) -> Callable:
+        REPORT_KINDS.register(name)(ReportKind(name, detect, render, fallback))
+        return render
+
+    return decorator
+
+
+def render_report(paths: list[Path], options: ReportOptions) -> list[str]:
+    """The lines `mtbio report` prints for `paths` (files it writes are named among them)."""
+    for kind in sorted(REPORT_KINDS.in_order(), key=lambda k: k.fallback):
+        if kind.detect(paths, options):
+            return kind.render(paths, options)
+    raise MtbioError("nothing to report")  # pragma: no cover (the runs table takes anything)
+
+
+@register_report("curves", lambda paths, options: options.curves)
+def _curves(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.reporting.tables import write_curves
+
+    return [f"written: {write_curves(path)}" for path in paths]
+
+
+def _is_affinity(path: Path) -> bool:
+    return "affinity" in SweepDir(path).kinds
+
+
+@register_report("affinity", lambda paths, options: any(_is_affinity(p) for p in paths))
+def _affinity(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.reporting.affinity import report_affinity, report_comparison
+
+    affinities = [p for p in paths if _is_affinity(p)]
+    others = [p for p in paths if p not in affinities]
+    if len(affinities) > 1 or len(others) > 1 or options.table_options:
+        raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
+                         "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
+    if not others:
+        return [report_affinity(affinities[0])]
+    return [report_comparison(others[0], affinities[0]),
+            f"\nwritten: {SweepDir(affinities[0]).path / 'comparison.json'} and comparison.png"]
+
+
+def _is_pairwise_sweep(path: Path) -> bool:
+    return SweepDir(path).protocol_file.is_file() and (path / "pairs").is_dir()
+
+
+def _is_sweep(path: Path) -> bool:
+    return _is_pairwise_sweep(path) or bool({"pairwise", "stilt"} & set(SweepDir(path).kinds))
+
+
+@register_report("sweep", lambda paths, options: any(_is_sweep(p) for p in paths))
+def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.experiments.pairwise import rebuild_relations
+    from mtbio.reporting.relations import report_relations
+
+    lines = []
+    for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
+        if _is_pairwise_sweep(path):
+            lines += [f"written: {written}" for written in rebuild_relations(path)]
+    sweeps = [p for p in paths if {"pairwise", "stilt"} & set(SweepDir(p).kinds)]
+    if len(sweeps) != len(paths) or options.table_options:
+        raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
+                         "--output, --csv, --trivial or --compare-to)")
+    return lines + ["\n\n".join(report_relations(p) for p in sweeps)]
+
+
+@register_report("runs", lambda paths, options: True, fallback=True)
+def _runs(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.fileio import write_json, write_text
+    from mtbio.reporting.tables import build_report, to_markdown, trivial_column, write_csv
+
+    metrics: dict[str, str] = {}
+    for pair in options.metric_overrides:
+        task, _, metric = pair.partition("=")
+        if not task or not metric:
+            raise MtbioError(f"--metric {pair!r}: expected TASK=METRIC, e.g. ddi=macro_f1")
+        metrics[task] = metric
+    trivial_scores = None
+    if options.trivial:
+        from mtbio.tasks.loading import resolve_data_dir
+
+        trivial_scores = trivial_column(paths, options.split, resolve_data_dir(options.data_dir), metrics)
+    table = build_report(paths, options.split, options.labels, trivial=trivial_scores, compare_to=options.compare_to,
+                         metrics=metrics, compare_each=options.compare_each, correction=options.correction)
+    markdown = to_markdown(table)
+    lines = [markdown]
+    if options.output:
+        write_text(options.output, markdown)
+        lines.append(f"written: {options.output}")
+    if not (options.csv_path or options.output):
+        return lines
+    target = Path(options.csv_path) if options.csv_path else Path(str(options.output)).with_suffix(".csv")
+    write_csv(table, target)
+    write_json(target.with_suffix(".json"), table)
+    return lines + [f"written: {target} and {target.with_suffix('.json').name}"]

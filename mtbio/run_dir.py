@@ -1,0 +1,164 @@
+"""A run's directory, the one owner of its layout:
+
+    results.json     final scores, stage and throughput; written last, so a directory that has one is finished
+    config.yaml      the options the run was started with
+    tasks/<task>.yml the task definitions it trained, resolved
+    encoder/, heads/<task>/  its weights (safetensors) and head configs
+    checkpoints/     resume points; metrics.jsonl, the training curve; run.log, its log lines
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from mtbio.errors import MtbioError
+from mtbio.fileio import write_json
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory (it may not exist yet: a run about to be written)."""
+
+    path: Path
+    RESULTS: ClassVar[str] = "results.json"
+
+    def __init__(self, path: Path | str):
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def results_file(self) -> Path:
+        return self.path / self.RESULTS
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.path / "tasks"
+
+    @property
+    def encoder_dir(self) -> Path:
+        return self.path / "encoder"
+
+    @property
+    def heads_dir(self) -> Path:
+        return self.path / "heads"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run finished (its results.json is there)."""
+        return self.results_file.is_file()
+
+    @property
+    def has_weights(self) -> bool:
+        return self.encoder_dir.is_dir()
+
+    def results(self) -> dict[str, Any]:
+        """results.json; MtbioError naming the file when it is missing, unreadable or not a JSON object."""
+        path = self.results_file
+        try:
+            results = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise MtbioError(f"{path}: missing (not a finished run)") from None
+        except (OSError, ValueError) as exc:
+            raise MtbioError(f"{path}: unreadable ({exc})") from None
+        if not isinstance(results, dict):
+            raise MtbioError(f"{path}: unreadable (not a JSON object)")
+        return results
+
+    def write_results(self, results: dict[str, Any]) -> Path:
+        """Write `results` as results.json (indented JSON), which marks the run finished; returns its path."""
+        return write_json(self.results_file, results)
+
+    def config(self) -> dict[str, Any]:
+        """config.yaml's options ({} for a run that has none)."""
+        if not self.config_file.is_file():
+            return {}
+        try:
+            config = yaml.safe_load(self.config_file.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise MtbioError(f"{self.config_file}: unreadable ({exc})") from None
+        if not isinstance(config, dict):
+            raise MtbioError(f"{self.config_file}: expected a mapping")
+        return config
+
+    def task_files(self) -> list[Path]:
+        """The saved task definitions (tasks/<task>.yml); MtbioError for a directory that has none."""
+        if not self.tasks_dir.is_dir():
+            raise MtbioError(f"{self.path}: not an mtbio run directory (no tasks/)")
+        return sorted(self.tasks_dir.glob("*.yml"))
+
+    @property
+    def stage(self) -> str:
+        """The stage that wrote the run (`refine`, `single-task`, `finetune`, `merge`...), `unknown` unfinished."""
+        return str(self.results().get("stage", "unknown")) if self.finished else "unknown"
+
+    @classmethod
+    def find(cls, path: Path | str, weights: bool = False) -> list["RunDir"]:
+        """`path` if it is a run, else the runs one or two levels down (`<task>/`, `<task>/seed-<s>/`): finished
+        runs, or with `weights` runs that saved weights."""
+        path = Path(path)
+
+        def is_run(p: Path) -> bool:
+            return RunDir(p).has_weights if weights else RunDir(p).finished
+
+        if is_run(path):
+            return [cls(path)]
+        found = [cls(p) for depth in ("*", "*/*") for p in sorted(path.glob(depth)) if p.is_dir() and is_run(p)]
+        if not found:
+            what = "saved weights" if weights else "results.json"
+            raise MtbioError(f"{path}: no run with {what} here or one or two levels down (not a run or folder of runs)")
+        return found
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """A sweep's directory (pairwise, stilt, affinity, select), the one owner of its layout:
+
+        sweep.json        the options every cell was trained with (checked when the sweep resumes)
+        cells.json        every cell any launcher was asked for (`mtbio sweep status`)
+        baselines/<task>/seed-<s>/, pairs/<a>+<b>/seed-<s>/, transfer/<i>-to-<t>/seed-<s>/   cells, each a run
+        relations.json, stilt.json, affinity.json, select.json   what the sweep found (its kind's summary)
+    """
+
+    path: Path
+    CELL_FOLDERS: ClassVar[tuple[str, ...]] = ("baselines", "pairs", "transfer")
+    SUMMARIES: ClassVar[dict[str, str]] = {"pairwise": "relations.json", "stilt": "stilt.json",
+                                           "affinity": "affinity.json", "select": "select.json"}
+
+    def __init__(self, path: Path | str):
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def protocol_file(self) -> Path:
+        return self.path / "sweep.json"
+
+    @property
+    def cells_file(self) -> Path:
+        return self.path / "cells.json"
+
+    def summary_file(self, kind: str) -> Path:
+        """The file where a sweep of `kind` writes what it found (relations.json for pairwise, ...)."""
+        return self.path / self.SUMMARIES[kind]
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds whose summary the directory holds (a pairwise sweep that also ran STILT holds both)."""
+        return [kind for kind, name in self.SUMMARIES.items() if (self.path / name).is_file()]
+
+    def cell_runs(self, folders: tuple[str, ...] = CELL_FOLDERS) -> list[RunDir]:
+        """The finished cells under `folders` (`<folder>/<name>/seed-<s>/` with results.json), in path order."""
+        return [RunDir(p.parent) for folder in folders for p in sorted(self.path.glob(f"{folder}/*/seed-*/{RunDir.RESULTS}"))]

@@ -1,0 +1,73 @@
+"""The training loop's events and the flow object that decides what it does next.
+
+The `Trainer` raises a small set of events (`on_step_end` after every optimizer step, `on_epoch_end`,
+`on_evaluate` after a dev evaluation, `on_save` after a checkpoint, `on_train_end`), each with the
+trainer and a `Flow`. Listeners set the flow's `evaluate`, `save` and `stop`, and the loop acts on it
+once every listener has run, as the Hugging Face Trainer's callbacks set its `TrainerControl` and
+jiant's metarunner decides when to validate. The run's own schedule (`--eval-every`, `--save-every`,
+once per epoch), `--patience` and the affinity probe are listeners; so is anything a user adds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Flow:
+    """What the loop does after the event being handled (reset after it acts)."""
+
+    evaluate: bool = False
+    save: bool = False
+    stop: bool = False
+
+    def reset(self) -> None:
+        self.evaluate = self.save = self.stop = False
+
+
+class Listener:
+    """Reacts to the run's events; override the ones it needs. `trainer` is the `mtbio.training.trainer.Trainer`
+    (`trainer.state` the run's state)."""
+
+    def on_step_end(self, trainer: Any, flow: Flow) -> None:
+        """After each optimizer step (`trainer.state.global_step` is the step just taken)."""
+
+    def on_epoch_end(self, trainer: Any, flow: Flow) -> None:
+        """After the sampler ran out of batches (`trainer.state.epoch` already counts the epoch)."""
+
+    def on_evaluate(self, trainer: Any, scores: dict[str, dict[str, float]], improved: bool, flow: Flow) -> None:
+        """After a dev evaluation (its scores per task; whether it was the best so far)."""
+
+    def on_save(self, trainer: Any, flow: Flow) -> None:
+        """After a checkpoint was written."""
+
+    def on_train_end(self, trainer: Any) -> None:
+        """After the last evaluation and checkpoint."""
+
+
+class Schedule(Listener):
+    """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every
+    `--save-every` steps and at the end of each epoch."""
+
+    def __init__(self, eval_every: int | None, save_every: int | None):
+        self.eval_every, self.save_every = eval_every, save_every
+
+    def on_step_end(self, trainer: Any, flow: Flow) -> None:
+        step = trainer.state.global_step
+        flow.evaluate |= bool(self.eval_every) and step % (self.eval_every or 1) == 0
+        flow.save |= bool(self.save_every) and step % (self.save_every or 1) == 0
+
+    def on_epoch_end(self, trainer: Any, flow: Flow) -> None:
+        flow.evaluate |= not self.eval_every
+        flow.save = True
+
+
+class EarlyStopping(Listener):
+    """`--patience N`: stop after N evaluations in a row without a better dev score."""
+
+    def __init__(self, patience: int):
+        self.patience = patience
+
+    def on_evaluate(self, trainer: Any, scores: dict[str, Any], improved: bool, flow: Flow) -> None:
+        if trainer.state.evals_since_best >= self.patience:
+            flow.stop = True
