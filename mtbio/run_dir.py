@@ -119,8 +119,8 @@ class RunDir:
             return [cls(path)]
         found = [cls(p) for depth in ("*", "*/*") for p in sorted(path.glob(depth)) if p.is_dir() and is_run(p)]
         if not found:
-            what = "saved weights" if weights else "results.json"
-            raise MtbioError(f"{path}: no run with {what} here or one or two levels down (not a run or folder of runs)")
+            what = "encoder/" if weights else "results.json"
+            raise MtbioError(f"{path}: no {what} here or one or two levels down (not a finished run or folder of runs)")
         return found
 
 

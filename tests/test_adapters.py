@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
 from mtbio.experiments.training_run import train_tasks
 from mtbio.training.config import RunConfig, build_config
+from mtbio.training.events import Flow, Listener
 from mtbio.training.trainer import StopRequested
 
 SENTENCES = ["the patient was seen today with fever", "aspirin noted in clinic report", "no other findings rash"]
@@ -95,15 +97,16 @@ def test_a_lora_run_stopped_after_a_checkpoint_resumes_to_the_same_scores(
     options = dict(max_steps=8, save_every=4, eval_every=4)
     _, straight = refine(_config(keyword_tasks, micro_encoder, tmp_path / "straight", ["kw-all", "kw-few"], **options))
 
-    def stop_at_step_4(trainer: object) -> None:
-        if trainer.state.global_step == 4:
-            os.kill(os.getpid(), signal.SIGTERM)  # the trainer saves a checkpoint and stops
+    class StopAtStep4(Listener):
+        def on_step_end(self, trainer: Any, flow: Flow) -> None:
+            if trainer.state.global_step == 4:
+                os.kill(os.getpid(), signal.SIGTERM)  # the trainer saves a checkpoint and stops
 
     config = _config(keyword_tasks, micro_encoder, tmp_path / "stopped", ["kw-all", "kw-few"], **options)
     tasks = resolve_tasks(config)
     with pytest.raises(StopRequested):
         train_tasks(tasks, config, tmp_path / "stopped", micro_encoder, 1e-2, "refine", Path(keyword_tasks[1]),
-                    step_hooks=[stop_at_step_4])
+                    listeners=[StopAtStep4()])
     assert not (tmp_path / "stopped" / "results.json").exists()
     _, resumed = refine(config.model_copy(update={"resume": True}))
     assert resumed["steps"] == straight["steps"] == 8 and resumed["best_step"] == straight["best_step"]

@@ -20,6 +20,7 @@ from mtbio.experiments.training_run import train_tasks
 from mtbio.reporting.affinity import compare_prediction, pruned_pairs, seed_agreement, top_k
 from mtbio.tasks.loading import load_catalog
 from mtbio.training.affinity import AffinityProbe, step_from
+from mtbio.training.events import Listener
 from mtbio.training.stabilize import AdamWNoBiasCorrection
 
 SAMPLES = Path(__file__).resolve().parents[1] / "mtbio" / "sample_data"
@@ -96,12 +97,13 @@ def _final_weights(keyword_tasks: tuple[str, str], encoder: str, run_dir: Path,
     config = _config(keyword_tasks, encoder, run_dir, epochs=1, tasks=["kw-few", "kw-all"], seeds=None)
     final: dict[str, torch.Tensor] = {}
 
-    def keep(trainer) -> None:  # type: ignore[no-untyped-def]
-        if trainer.state.global_step == trainer.total_steps:
-            final.update({k: v.detach().clone() for k, v in trainer.unwrapped.state_dict().items()})
+    class Keep(Listener):
+        def on_step_end(self, trainer, flow) -> None:  # type: ignore[no-untyped-def]
+            if trainer.state.global_step == trainer.total_steps:
+                final.update({k: v.detach().clone() for k, v in trainer.unwrapped.state_dict().items()})
 
     train_tasks([catalog.tasks["kw-few"], catalog.tasks["kw-all"]], config, run_dir, encoder, 5e-3, "refine",
-                Path(data), step_hooks=[*hooks, keep])
+                Path(data), listeners=[*hooks, Keep()])
     return final
 
 
@@ -117,7 +119,11 @@ def test_measuring_leaves_the_weights_and_the_trajectory_unchanged(
                if line["split"] == "train"] for run in ("plain", "measured")]
     assert losses[0] == losses[1]
     # the check can fail: one random draw per step changes the run
-    drawn = _final_weights(keyword_tasks, micro_encoder, tmp_path / "drawn", [lambda _trainer: torch.rand(1)])
+    class Draw(Listener):
+        def on_step_end(self, trainer, flow) -> None:  # type: ignore[no-untyped-def]
+            torch.rand(1)
+
+    drawn = _final_weights(keyword_tasks, micro_encoder, tmp_path / "drawn", [Draw()])
     assert not all(torch.equal(plain[k], drawn[k]) for k in plain)
 
 

@@ -29,7 +29,7 @@ def test_run_dirs_are_found_at_their_depths(tmp_path: Path) -> None:
     unfinished = _run(tmp_path / "ft" / "hoc", finished=False)
     assert RunDir.find(tmp_path / "ft") == [RunDir(b), RunDir(a)]
     assert RunDir(unfinished) in RunDir.find(tmp_path / "ft", weights=True) and RunDir(unfinished).stage == "unknown"
-    with pytest.raises(MtbioError, match="no run with results.json here or one or two levels down"):
+    with pytest.raises(MtbioError, match="no results.json here or one or two levels down"):
         RunDir.find(tmp_path / "nothing")
     assert RunDir(single).config() == {}
 

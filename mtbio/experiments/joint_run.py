@@ -61,7 +61,7 @@ def joint_affinity(config: RunConfig, tasks: list[TaskDef], data_dir: Path, dire
             echo(f"joint run of {len(names)} tasks with affinity measurement, seed {seed} → {cell.run_dir}")
             probe = AffinityProbe(config.affinity_every, config.affinity_batch_size, seed, config.affinity_split)
             train_tasks(list(tasks), cell_config(config, cell), cell.run_dir, config.encoder, lr, "refine", data_dir,
-                        step_hooks=[probe])
+                        listeners=[probe])
             write_json(points, probe.summary())
             shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)
         runs[seed] = {"probe": json.loads(points.read_text()),

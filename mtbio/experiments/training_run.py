@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -38,6 +38,7 @@ from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
 from mtbio.run_dir import RunDir
 from mtbio.training.stabilize import apply_layer_options
+from mtbio.training.events import Listener
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
 log = logging.getLogger(__name__)
@@ -107,10 +108,10 @@ def train_tasks(
     stage: str,
     data_dir: Path | None,
     heads_source: Path | None = None,
-    step_hooks: Sequence[Callable[[Trainer], None]] = (),
+    listeners: Sequence[Listener] = (),
 ) -> dict[str, Any]:
     """Train `tasks` jointly from `encoder_source`; return (and write) results.json's content.
-    `step_hooks` are called with the trainer after every optimizer step.
+    `listeners` hear the training loop's events (`mtbio.training.events`).
 
     `heads_source`: a run's `heads/` directory; a task with a head there starts from it (it must
     have been trained with the same labels), the others get new heads.
@@ -119,7 +120,7 @@ def train_tasks(
     warnings) go to `run_dir/run.log` too."""
     with run_log() as log_file:
         return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source,
-                            step_hooks)
+                            listeners)
 
 
 def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
                  stage: str, data_dir: Path | None, log_file: RunLogHandler,
                  heads_source: Path | None,
-                 step_hooks: Sequence[Callable[[Trainer], None]]) -> dict[str, Any]:
+                 listeners: Sequence[Listener]) -> dict[str, Any]:
     accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
@@ -190,7 +191,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                      on_best=lambda m: save_model(m, tokenizer, run_dir), step_hooks=step_hooks)
+                      on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
         with writing(run_dir, hint="choose a writable --output with free space"):
             make_dir(run_dir)

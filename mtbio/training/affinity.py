@@ -1,4 +1,4 @@
-"""Inter-task affinity measured during one joint run: a step hook for the trainer.
+"""Inter-task affinity measured during one joint run: a listener of the trainer's step events.
 
 Every `every` optimizer steps the probe draws one measurement batch per task from its train split
 (and, with split "dev", one from its dev split for the target's loss; numpy generator seeded by run
@@ -26,6 +26,7 @@ from torch.func import functional_call
 
 from mtbio.data.collate import to_device
 from mtbio.errors import MtbioError
+from mtbio.training.events import Flow, Listener
 from mtbio.training.stabilize import AdamWNoBiasCorrection
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ class AffinityPoint:
 
 
 @dataclass
-class AffinityProbe:
-    """Trainer step hook (`Trainer(step_hooks=[probe])`): measures at every `every`-th step, and at
+class AffinityProbe(Listener):
+    """A listener of the training loop (`Trainer(listeners=[probe])`): measures at every `every`-th step, and at
     the last step when no measurement fell into the run."""
 
     every: int
@@ -57,7 +58,7 @@ class AffinityProbe:
     forward_examples: int = 0  # measurement examples run forward only (the L_t(θ'_s))
     seconds: float = 0.0
 
-    def __call__(self, trainer: "Trainer") -> None:
+    def on_step_end(self, trainer: "Trainer", flow: Flow) -> None:
         step = trainer.state.global_step
         if step % self.every and not (step >= trainer.total_steps and not self.points):
             return

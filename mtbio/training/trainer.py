@@ -5,11 +5,11 @@ the step engine (`mtbio.training.step_engine`: forward through the shared encode
 head, backward, clip, optimizer and schedule step) → (every N steps / each epoch) evaluate on dev,
 keep the best → checkpoint for resume.
 
-`Trainer` holds the run's state (`TrainerState`), the mixer and the epochs, and decides the
-cadence in `train`: when the queued losses are read on the host (`mtbio.training.loss_queue`: on
-a GPU the host prepares the next batch while the current one runs), when to evaluate, select,
-save, stop (--patience, SIGTERM/SIGINT) and write the training curves; its step hooks run after
-every optimizer step.
+`Trainer` holds the run's state (`TrainerState`), the mixer and the epochs, reads the queued losses
+on the host (`mtbio.training.loss_queue`: on a GPU the host prepares the next batch while the
+current one runs), writes the training curves and stops on SIGTERM/SIGINT. When to evaluate, save
+and stop early is decided by listeners of the loop's events (`mtbio.training.events`): the run's
+schedule, `--patience`, and any the caller adds (the affinity probe).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import signal
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from mtbio.run_dir import RunDir
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
+from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
 from mtbio.training.state import TrainerState
@@ -164,10 +165,15 @@ class Trainer:
         lr: float,
         accelerator: Accelerator,
         on_best: Any = None,
-        step_hooks: Sequence[Callable[["Trainer"], None]] = (),
+        listeners: Sequence[Listener] = (),
     ):
         self.config = config
-        self.step_hooks = list(step_hooks)  # called with the trainer after every optimizer step (e.g. affinity)
+        # the run's schedule and --patience decide evaluations, checkpoints and early stops as listeners of the
+        # loop's events (mtbio.training.events), before any listener of the caller's (the affinity probe)
+        self.listeners: list[Listener] = [Schedule(config.eval_every, config.save_every),
+                                          *([EarlyStopping(config.patience)] if config.patience else []), *listeners]
+        self.flow = Flow()
+        self._last_eval = -1
         self.run_dir = run_dir
         self.data = data
         self.tokenizer = tokenizer
@@ -233,7 +239,6 @@ class Trainer:
         self._install_signal_handlers()
         bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
                    disable=not self.accelerator.is_main_process or not bars_enabled(), dynamic_ncols=True)
-        last_eval = -1
         try:
             while self.state.global_step < self.total_steps and not self.state.stopped_early:
                 self.sampler.set_epoch(self.state.epoch)
@@ -251,32 +256,44 @@ class Trainer:
                         micro = []
                         if self.state.global_step >= self.total_steps:
                             break
-                        if cfg.eval_every and self.state.global_step % cfg.eval_every == 0:
-                            self.evaluate_and_select()
-                            last_eval = self.state.global_step
-                        if cfg.save_every and self.state.global_step % cfg.save_every == 0:
-                            self.save_checkpoint(mid_epoch=True)
-                        if self._stop_requested():
-                            self.save_checkpoint(mid_epoch=True)
-                            raise StopRequested(self._stop_signal)
-                        if self.state.stopped_early:
+                        if self._follow_flow(mid_epoch=True):
                             break
                 else:  # the epoch ran out (no break)
                     if micro:
                         self._step_and_report(micro, bar)
                     self.state.epoch += 1
                     if self.state.global_step < self.total_steps:
-                        if not cfg.eval_every:
-                            self.evaluate_and_select()
-                            last_eval = self.state.global_step
-                        self.save_checkpoint(mid_epoch=False)
-            if last_eval != self.state.global_step:
+                        for listener in self.listeners:
+                            listener.on_epoch_end(self, self.flow)
+                        self._follow_flow(mid_epoch=False)
+            self.flow.reset()  # the run's end: one last evaluation (unless the last step had one) and checkpoint
+            if self._last_eval != self.state.global_step:
                 self.evaluate_and_select()
             self.save_checkpoint(mid_epoch=self.sampler_mid_epoch())
+            for listener in self.listeners:
+                listener.on_train_end(self)
         finally:
             bar.close()
             self._restore_signal_handlers()
         return self.state
+
+    def _follow_flow(self, mid_epoch: bool) -> bool:
+        """Do what the listeners asked after an event (evaluate, then checkpoint), stop on a signal (mid-epoch),
+        and return whether training stops early."""
+        flow = self.flow
+        if flow.evaluate:
+            flow.evaluate = False
+            self.evaluate_and_select()
+        if flow.save:
+            flow.save = False
+            self.save_checkpoint(mid_epoch)
+        if mid_epoch and self._stop_requested():
+            self.save_checkpoint(mid_epoch=True)
+            raise StopRequested(self._stop_signal)
+        if flow.stop:
+            self.state.stopped_early = True
+        flow.reset()
+        return self.state.stopped_early
 
     def sampler_mid_epoch(self) -> bool:
         position = self.sampler.state_dict().get("position", 0)
@@ -300,8 +317,8 @@ class Trainer:
         rate = self.state.examples_seen / max(self.state.train_seconds, 1e-9)
         loss = "-" if self.last_loss is None else f"{self.last_loss:.4f}"
         bar.set_postfix(task=task_name, loss=loss, ex_s=f"{rate:.1f}")
-        for hook in self.step_hooks:
-            hook(self)
+        for listener in self.listeners:
+            listener.on_step_end(self, self.flow)
 
     def read_losses(self) -> None:
         """Read the queued losses on the host (one transfer, its time counted as training time)
@@ -354,10 +371,8 @@ class Trainer:
         return results
 
     def evaluate_and_select(self) -> dict[str, dict[str, float]]:
-        """Evaluate on dev, log it, and keep the weights if the mean primary score improved.
-
-        With `--patience N`, training stops after N evaluations in a row without improvement.
-        """
+        """Evaluate on dev, log it, keep the weights if the mean primary score improved, and tell the listeners
+        (`--patience N` stops after N evaluations in a row without improvement)."""
         self.read_losses()
         scores = self.evaluate("dev")
         primary = [selection_score(self.data[t].task, scores[t]) for t in scores]  # signed: higher is better
@@ -369,9 +384,10 @@ class Trainer:
             if self.on_best is not None and self.accelerator.is_main_process:
                 self.on_best(self.unwrapped)
         self.state.evals_since_best = 0 if improved else self.state.evals_since_best + 1
-        if self.config.patience and self.state.evals_since_best >= self.config.patience:
-            self.state.stopped_early = True
+        self._last_eval = self.state.global_step
         self.log_metrics("dev", scores, selection=selection, best=improved)
+        for listener in self.listeners:
+            listener.on_evaluate(self, scores, improved, self.flow)
         return scores
 
     def log_metrics(self, split: str, scores: dict[str, dict[str, float]], **extra: Any) -> None:
@@ -397,6 +413,8 @@ class Trainer:
                                  self.raw_optimizer,
                                  self.scheduler, state)
         self.accelerator.wait_for_everyone()
+        for listener in self.listeners:
+            listener.on_save(self, self.flow)
 
     # ------------------------------------------------------------------ internals
     def _resume(self) -> None:
