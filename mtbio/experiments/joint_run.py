@@ -1,31 +1,30 @@
-"""The joint refinement run of every seed that the lookahead and cosine predictors measure.
+"""The joint refinement run of every seed that the lookahead and cosine predictors measure, as sweep cells.
 
     <dir>/
         sweep.json                      the training options and the measurement settings (checked on rerun)
+        cells.json                      the cells (`mtbio sweep status`)
         seed-<s>/                       an ordinary refine run over all the tasks, plus
-        seed-<s>/affinity_points.json   its measurements (`mtbio.training.affinity`), written last
+        seed-<s>/affinity_points.json   its measurements (`mtbio.training.affinity`), written before results.json
 
-A seed whose affinity_points.json exists is finished and skipped on a rerun; an unfinished one is
-removed and trained again.
+Each seed is a cell of the sweep engine (`mtbio.experiments.sweep`, kind `joint`): claimed with a lock,
+run by the launcher (`--launcher`, `--parallel`), skipped once finished, trained again when unfinished.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.sweep import Cell, cell_config, check_protocol, protocol, seeds_of
-from mtbio.experiments.training_run import train_tasks
+from mtbio.experiments.launchers import launch
+from mtbio.experiments.sweep import (Cell, check_protocol, failed_cells, failure_message, processes, protocol,
+                                    record_cells, seeds_of)
 from mtbio.fileio import write_json
 from mtbio.reporting.affinity import build_affinity
+from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.affinity import AffinityProbe
+from mtbio.training.affinity import POINTS_FILE
 from mtbio.training.config import REFINE_LR, RunConfig
-from mtbio.run_dir import RunDir
-
-POINTS = "affinity_points.json"
 
 
 def measurement(config: RunConfig) -> dict[str, Any]:
@@ -36,7 +35,7 @@ def measurement(config: RunConfig) -> dict[str, Any]:
 def check_measurement(directory: Path, config: RunConfig) -> None:
     """The training options (as a sweep checks them) and the measurement settings must match the saved ones."""
     check_protocol(directory, config)
-    path = directory / "sweep.json"
+    path = SweepDir(directory).protocol_file
     saved = json.loads(path.read_text()).get("measurement") if path.is_file() else None
     if saved is not None and saved != measurement(config):
         raise MtbioError(f"{directory} holds runs measured with {saved}; use the same settings or another --output")
@@ -47,23 +46,20 @@ def joint_affinity(config: RunConfig, tasks: list[TaskDef], data_dir: Path, dire
     """Run (or resume) the joint run of every seed; returns affinity.json's content (`default`: the
     predictor its graph shows)."""
     check_measurement(directory, config)
-    write_json(directory / "sweep.json", {"protocol": protocol(config), "measurement": measurement(config)})
     lr = config.learning_rate(REFINE_LR)
     names = tuple(t.name for t in tasks)
-    runs = {}
-    for seed in seeds_of(config):
-        cell = Cell("refine", names, seed, directory / f"seed-{seed}", "refine", lr)
-        points = cell.run_dir / POINTS
-        if not points.is_file():
-            if cell.run_dir.exists():
-                echo(f"removing unfinished run {cell.run_dir}")
-                shutil.rmtree(cell.run_dir)
-            echo(f"joint run of {len(names)} tasks with affinity measurement, seed {seed} → {cell.run_dir}")
-            probe = AffinityProbe(config.affinity_every, config.affinity_batch_size, seed, config.affinity_split)
-            train_tasks(list(tasks), cell_config(config, cell), cell.run_dir, config.encoder, lr, "refine", data_dir,
-                        listeners=[probe])
-            write_json(points, probe.summary())
-            shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)
-        runs[seed] = {"probe": json.loads(points.read_text()),
-                      "results": RunDir(cell.run_dir).results()}
+    cells = [Cell("joint", names, seed, directory / f"seed-{seed}", "refine", lr) for seed in seeds_of(config)]
+    state = processes(config)
+    state.wait_for_everyone()  # every process has read sweep.json before it is written
+    if state.is_main_process:
+        write_json(SweepDir(directory).protocol_file, {"protocol": protocol(config), "measurement": measurement(config)})
+        record_cells(directory, cells)
+    if not launch(cells, config, {t.name: t for t in tasks}, data_dir, state, directory, echo):
+        raise MtbioError(f"joint runs still running or queued; see mtbio sweep status {directory}, then run the same "
+                         "command again")
+    failed = failed_cells(cells, config.retries)
+    if failed:
+        raise MtbioError(failure_message(failed))
+    runs = {cell.seed: {"probe": json.loads((cell.run_dir / POINTS_FILE).read_text()),
+                        "results": RunDir(cell.run_dir).results()} for cell in cells}
     return build_affinity({t.name: t.metric for t in tasks}, runs, config.alpha, default)

@@ -37,11 +37,12 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
+from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
+from mtbio.training.affinity import AffinityProbe
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import on_main_then_share
-from mtbio.run_dir import RunDir, SweepDir
 from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
@@ -64,7 +65,7 @@ POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes 
 class Cell:
     """One training run of a sweep: `tasks` trained together from `encoder_source`, one seed."""
 
-    kind: str  # baseline | pair | transfer
+    kind: str  # baseline | pair | transfer | joint (a refine run measuring task affinity, mtbio affinity)
     tasks: tuple[str, ...]
     seed: int
     run_dir: Path
@@ -82,7 +83,8 @@ class Cell:
 
     def describe(self) -> str:
         what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
-                "transfer": f"transfer {self.from_cell.parent.name if self.from_cell else '?'} → {self.tasks[0]}"}
+                "transfer": f"transfer {self.from_cell.parent.name if self.from_cell else '?'} → {self.tasks[0]}",
+                "joint": f"joint run of {len(self.tasks)} tasks with affinity measurement"}
         return f"{what.get(self.kind, self.kind)}, seed {self.seed}"
 
 
@@ -315,8 +317,10 @@ def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_
         shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()
     encoder = str(RunDir(cell.from_cell).encoder_dir) if cell.from_cell is not None else config.encoder
+    listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
+                 ] if cell.kind == "joint" else []
     train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell), cell.run_dir, encoder, cell.lr,
-                cell.stage, data_dir)
+                cell.stage, data_dir, listeners=listeners)
     state.wait_for_everyone()  # results.json is on disk before any process reads it
     if state.is_main_process:
         shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)

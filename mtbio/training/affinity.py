@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from torch.func import functional_call
 
 from mtbio.data.collate import to_device
 from mtbio.errors import MtbioError
+from mtbio.fileio import write_json
 from mtbio.training.events import Flow, Listener
 from mtbio.training.stabilize import AdamWNoBiasCorrection
 
@@ -42,6 +44,9 @@ class AffinityPoint:
     step: int
     lookahead: Matrix
     cosine: Matrix
+
+
+POINTS_FILE = "affinity_points.json"  # a joint run's measurements, written beside its results.json
 
 
 @dataclass
@@ -67,6 +72,11 @@ class AffinityProbe(Listener):
         start = time.perf_counter()
         self.points.append(self.measure(trainer, step))
         self.seconds += time.perf_counter() - start
+
+    def on_train_end(self, trainer: "Trainer") -> None:
+        """The measurements beside the run (POINTS_FILE), before its results.json marks it finished."""
+        if trainer.accelerator.is_main_process:
+            write_json(Path(trainer.run_dir) / POINTS_FILE, self.summary())
 
     def summary(self) -> dict[str, Any]:
         """The points and the measurement's own compute, as JSON."""
