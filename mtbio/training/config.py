@@ -9,7 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtbio.data.mixer import MIXERS
+from mtbio.data.mixers import MIXERS, mixer_options, shorthands
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_text
 
@@ -83,8 +83,10 @@ class RunConfig(BaseModel):
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
                                             shown="all", ge=1)
 
-    mixer: str = option("proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixer "
-                        "(built in: proportional, temperature, uniform, ratio).")
+    mixer: str | dict[str, Any] = option(
+        "proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixers (built in: proportional, "
+        "temperature, uniform, ratio, annealed). In YAML also a mapping of the name and its options, "
+        "e.g. {name: annealed, anneal_to: 0.5}; the flags below are shorthands for options.")
     temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
     temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
     main_task: str | None = option(None, "Main task of the ratio mixer.")
@@ -224,10 +226,13 @@ class RunConfig(BaseModel):
 
     @field_validator("mixer")
     @classmethod
-    def _registered_mixer(cls, name: str) -> str:
+    def _registered_mixer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        name = spec.get("name") if isinstance(spec, dict) else spec
+        if not isinstance(name, str):
+            raise ValueError("a mixer mapping needs its strategy's name (name: ...)")
         if name not in MIXERS:
             raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
-        return name
+        return spec
 
     @model_validator(mode="after")
     def _auto_seeds(self) -> "RunConfig":
@@ -240,11 +245,13 @@ class RunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _ratio_mixer_options(self) -> "RunConfig":
-        if self.mixer == "ratio" and not self.main_task:
-            raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
-        if self.main_task and self.mixer != "ratio":
-            raise ValueError(f"--main-task applies to --mixer ratio only (the mixer is {self.mixer})")
+    def _mixer_options(self) -> "RunConfig":
+        """Check the mixer's options; a mapping is written out whole, with its flat shorthands set to match."""
+        name, options = self.mixer_spec()
+        if isinstance(self.mixer, dict):
+            self.mixer = {"name": name, **options}
+            for flat, key in shorthands(name).items():
+                setattr(self, flat, options[key])
         return self
 
     @model_validator(mode="after")
@@ -256,6 +263,23 @@ class RunConfig(BaseModel):
             raise ValueError(f"{', '.join(whole_encoder)}: options for training the whole encoder; --adapter lora "
                              "keeps the encoder frozen and trains only the adapters and heads")
         return self
+
+    def mixer_spec(self) -> tuple[str, dict[str, Any]]:
+        """The mixer's name and its options (checked by its options model): the mapping's, where the
+        flat shorthands (--temperature, --main-task, ...) that differ from their defaults win."""
+        spec = dict(self.mixer) if isinstance(self.mixer, dict) else {"name": self.mixer}
+        name = spec.pop("name")
+        takes = shorthands(name)
+        for flat in sorted({flat for strategy in MIXERS.names() for flat in shorthands(strategy)}):
+            value = getattr(self, flat)
+            if value == RunConfig.model_fields[flat].default:
+                continue
+            if flat not in takes:
+                raise ValueError(f"--{flat.replace('_', '-')} is not an option of --mixer {name}")
+            spec[takes[flat]] = value
+        if name == "ratio" and not spec.get("main_task"):
+            raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
+        return name, mixer_options(name, spec).model_dump()
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
