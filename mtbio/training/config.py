@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mtbio.data.mixers import MIXERS, mixer_options, shorthands
 from mtbio.errors import MtbioError
+from mtbio.model.weightings import WEIGHTINGS, weighting_options
 from mtbio.fileio import write_text
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
@@ -91,6 +92,10 @@ class RunConfig(BaseModel):
     temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
     main_task: str | None = option(None, "Main task of the ratio mixer.")
     aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
+    weighting: str | dict[str, Any] = option(
+        "fixed", "Loss weighting, a name registered in mtbio.model.weightings: fixed (each task's loss_weight) or "
+        "uncertainty (a learned log-variance per task, Kendall et al. 2018). In YAML also a mapping of the name "
+        "and its options, e.g. {name: uncertainty, lr: 0.01}.")
     bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
                                 "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
                                 "random batches.", ge=1)
@@ -243,6 +248,25 @@ class RunConfig(BaseModel):
         elif self.seeds is not None and self.seeds < 1:
             raise ValueError("--seeds must be at least 1 (or auto)")
         return self
+
+    @field_validator("weighting")
+    @classmethod
+    def _registered_weighting(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        """A known method with options its model takes; a mapping is written out whole."""
+        values = dict(spec) if isinstance(spec, dict) else {"name": spec}
+        name = values.pop("name", None)
+        if not isinstance(name, str):
+            raise ValueError("a weighting mapping needs its method's name (name: ...)")
+        if name not in WEIGHTINGS:
+            raise ValueError(f"unknown loss weighting '{name}' (registered: {', '.join(WEIGHTINGS.names())})")
+        options = weighting_options(name, values).model_dump()
+        return {"name": name, **options} if isinstance(spec, dict) else spec
+
+    def weighting_spec(self) -> tuple[str, dict[str, Any]]:
+        """The loss weighting's name and options."""
+        values = dict(self.weighting) if isinstance(self.weighting, dict) else {"name": self.weighting}
+        name = values.pop("name")
+        return name, weighting_options(name, values).model_dump()
 
     @model_validator(mode="after")
     def _mixer_options(self) -> "RunConfig":

@@ -41,7 +41,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.loss_queue import read_interval
-from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
+from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
 from mtbio.training.state import TrainerState
 from mtbio.training.step_engine import MicroBatch, StepEngine
 
@@ -198,6 +198,7 @@ class Trainer:
         self.sampler = build_sampler(config, lengths, packed)
         self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
+        groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
         optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
