@@ -21,7 +21,7 @@ AUTO_SEEDS, AUTO_MAX_SEEDS = 3, 8  # --seeds auto: the first round's seeds, and 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
            comma: bool = False, envvar: str | None = None, shown: str | None = None, resumable: bool = False,
-           **constraints: Any) -> Any:
+           per_cell: bool = False, **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
@@ -30,9 +30,12 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
     --help when it is not the field's own default (a default decided by the command). `resumable`: a
     training option that `--resume` may change (run length, evaluation, logging, paths); every other
-    training option must equal the checkpoint's (`fixed_on_resume`).
+    training option must equal the checkpoint's (`fixed_on_resume`). `per_cell`: a training option that a
+    sweep sets for each of its cells (tasks, seed, output, ...); every other training option is part of the
+    sweep's protocol, the options all its cells share (`protocol_options`).
     """
-    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable}
+    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable,
+             "per_cell": per_cell}
     if isinstance(default, list):
         return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
     return Field(default, description=help, json_schema_extra=extra, **constraints)
@@ -44,21 +47,25 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True)
+    tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True,
+                              per_cell=True)
     domain: str | None = option(None, "A named group of tasks from domains.yml (biomedical, clinical, "
-                                "clinical-public, blue, blurb).")
+                                "clinical-public, blue, blurb).", per_cell=True)
     encoder: str | None = option(None, "HF model name or local directory.", shown="the packaged MiniLM-L6")
     recipe: str = option("auto", "Training recipe: option values tuned for an encoder, a shipped name (minilm, "
                          "mt-bert) or a YAML file; auto picks by encoder (the packaged MiniLM gets minilm, other "
-                         "encoders mt-bert). --config and flags win over it; config.yaml records the one applied.")
+                         "encoders mt-bert). --config and flags win over it; config.yaml records the one applied.",
+                         per_cell=True)
     from_run: str | None = option(None, "A refine run directory whose encoder to fine-tune.", group="finetune",
                                   flag="--from")
     finetune_heads: Literal["refined", "new"] = option(
         "refined", "Fine-tuning from a refine run: start each task's head from the run's refined head (as MT-DNN "
         "fine-tunes), or from a new one.", group="finetune")
-    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR", resumable=True)
-    output: str | None = option(None, "Run directory to write.", shown="under runs/", resumable=True)
-    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).", resumable=True)
+    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR", resumable=True,
+                                  per_cell=True)
+    output: str | None = option(None, "Run directory to write.", shown="under runs/", resumable=True, per_cell=True)
+    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).", resumable=True,
+                                  per_cell=True)
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
@@ -75,7 +82,7 @@ class RunConfig(BaseModel):
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
         "wins over Accelerate's setting (with a warning where they differ).",
         shown="Accelerate's (accelerate config / accelerate launch --mixed_precision), else no")
-    seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0)
+    seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0, per_cell=True)
     max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
     max_eval_examples: int | None = option(None, "Score at most this many dev (and test) examples per task: a fixed "
                                            "subset, the same in every run, recorded in results.json and marked in "
@@ -117,7 +124,7 @@ class RunConfig(BaseModel):
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
     save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True)
-    resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True)
+    resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True, per_cell=True)
     skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.", resumable=True)
 
     # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
@@ -318,6 +325,14 @@ def run_options() -> list[str]:
 def fixed_on_resume() -> list[str]:
     """The options a resumed run must keep: every training option not marked `resumable`."""
     return [name for name in run_options() if not (RunConfig.model_fields[name].json_schema_extra or {}).get("resumable")]
+
+
+def protocol_options() -> list[str]:
+    """A sweep's protocol: the training options every cell of a sweep shares (checked when the sweep is
+    run again), that is every 'training' option not marked `per_cell`. The options of the other groups
+    are the commands' own (the sweep's design, launchers, predictors; fine-tuning sources set per cell)."""
+    return [name for name, field in RunConfig.model_fields.items()
+            if (extra := field.json_schema_extra or {}).get("group") == "training" and not extra.get("per_cell")]
 
 
 def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source: str = "config") -> RunConfig:
