@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mtbio.data.mixers import MIXERS, mixer_options, shorthands
 from mtbio.errors import MtbioError
-from mtbio.model.weightings import WEIGHTINGS, weighting_options
 from mtbio.fileio import write_text
+from mtbio.model.weightings import WEIGHTINGS, weighting_options
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
