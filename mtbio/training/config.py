@@ -308,8 +308,10 @@ class RunConfig(BaseModel):
             if flat not in takes:
                 raise ValueError(f"--{flat.replace('_', '-')} is not an option of --mixer {name}")
             spec[takes[flat]] = value
-        if name == "ratio" and not spec.get("main_task"):
-            raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
+        fields = MIXERS.get(name).options.model_fields
+        for flat, key in takes.items():
+            if fields[key].is_required() and spec.get(key) is None:
+                raise ValueError(f"--mixer {name} needs --{flat.replace('_', '-')} ({fields[key].description})")
         return name, mixer_options(name, spec).model_dump()
 
     def learning_rate(self, default: float) -> float:
