@@ -11,12 +11,12 @@ import torch
 from safetensors.torch import load_file
 
 import mtbio
+from mtbio.errors import MtbioError
 from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.experiments.refine import refine
 from mtbio.model.weightings import build_weighting
 from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig, build_config
-from mtbio.errors import MtbioError
 
 UNCERTAINTY = {"name": "uncertainty", "lr": 0.05}
 
