@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from mtbio.data.mixer import MultiTaskBatchSampler, padding_fraction, shard, split_by_length
+from mtbio.data.mixer import padding_fraction, shard, split_by_length
+from mtbio.data.mixers import MultiTaskBatchSampler
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import build_sampler
 
@@ -187,7 +188,7 @@ def test_drop_last_and_validation() -> None:
     with pytest.raises(ValueError, match="no full batch"):
         MultiTaskBatchSampler(_lengths({"a": 10}), 32, drop_last=True)
     with pytest.raises(ValueError, match="strategy"):
-        MultiTaskBatchSampler(lengths, 32, strategy="annealed")
+        MultiTaskBatchSampler(lengths, 32, strategy="no-such-mixer")
     with pytest.raises(ValueError, match="main_task"):
         MultiTaskBatchSampler(lengths, 32, strategy="ratio")
 

@@ -134,3 +134,12 @@ def test_a_cheap_prediction_is_judged_against_a_pairwise_graph(tmp_path: Path, m
                                         "--output", str(tmp_path / "pp"), "--dry-run", "--seeds", "1"])
     assert planned.exit_code == 0, planned.output
     assert "ranked by size_ratio" in planned.output and "pair tgt + filler" in planned.output
+
+
+def test_a_predictor_has_an_options_model_set_by_its_flags(tmp_path: Path) -> None:
+    from mtbio.experiments.predictors import FisherOptions, PredictionJob
+
+    config = RunConfig(predictor="fisher", predictor_examples=12, fisher_steps=3)
+    assert PREDICTORS.get("fisher").options is FisherOptions
+    assert PredictionJob(config, [], tmp_path, tmp_path).options == FisherOptions(examples=12, head_steps=3)
+    assert PredictionJob(config.model_copy(update={"predictor": "size_ratio"}), [], tmp_path, tmp_path).options.model_dump() == {}

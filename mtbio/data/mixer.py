@@ -1,18 +1,12 @@
 """The multi-task batch plan: which task, and which of its examples, at each training step.
 
-Every batch holds examples of one task. Strategies (per epoch) are registered in `MIXERS`; adding
-one is one function decorated with `@register_mixer("name")`, which `--mixer` and the YAML config
-then accept. The built-in ones:
-
-- `proportional` (default; MT-DNN / MT-BERT Algorithm 1): every mini-batch of every task exactly
-  once, all merged and shuffled.
-- `temperature`: each step draws a task with p ∝ min(n, cap) ** (1 / T) (n = examples);
-  `uniform`: p equal. The epoch has as many steps as `proportional`. Within an epoch a task's
-  batches come from a stream of reshuffled passes over the task, so a task drawn more often than
-  it has batches cycles, and one drawn less often sees a random subset without repeats.
-- `ratio`: all of `main_task`'s batches once, plus round(ratio × that) auxiliary batches drawn
-  without replacement (cycling if needed) from the pooled batches of the other tasks, so each
-  auxiliary task contributes in proportion to its size; merged and shuffled.
+Every batch holds examples of one task. Strategies (per epoch) are registered in `MIXERS`, one
+module each in `mtbio.data.mixers` (importing that package registers them all); a strategy is a
+function `plan(sampler, epoch)` decorated with `@register_mixer("name", options=Model)`, where the
+pydantic `Model` holds its options (`sampler.options`), which `--mixer` and the YAML config then
+accept (`mixer: {name: annealed, anneal_to: 0.5}`). A strategy also sees the run's length in
+batches (`sampler.run_batches`), so that a schedule spans the run (with `--max-steps` too). The
+built-in ones (`mtbio.data.mixers`): proportional (default), temperature, uniform, ratio, annealed.
 
 Inside a task, batches are length-bucketed: the task's indices are shuffled, cut into windows of
 `batch_size × bucket_multiplier`, each window is sorted by length and cut into batches, and the
@@ -46,6 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from mtbio.data.packing import packed_width_and_rows
 from mtbio.registry import Registry
 
@@ -53,16 +49,26 @@ Batch = tuple[str, list[int]]
 PlanFn = Callable[["MultiTaskBatchSampler", int], list[Batch]]
 
 
+class MixerOptions(BaseModel):
+    """A strategy's options (none by default); a field whose `json_schema_extra` names a `shorthand`
+    is also set by that flat run option (`--temperature-cap` → `cap`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 @dataclass(frozen=True)
 class MixerStrategy:
-    """A registered strategy: the epoch's plan (unshuffled where `shuffle_plan`), and optionally the
-    epoch's length in batches (default: every batch of every task once) and a check of the options."""
+    """A registered strategy: the epoch's plan (unshuffled where `shuffle_plan`), its options model,
+    and optionally the epoch's length in batches (default: every batch of every task once), a check of
+    the options against the tasks, and whether the plan depends on the run's length (`uses_run_length`)."""
 
     name: str
     plan: PlanFn
+    options: type[MixerOptions] = MixerOptions
     epoch_batches: Callable[["MultiTaskBatchSampler"], int] | None = None
     check: Callable[["MultiTaskBatchSampler"], None] | None = None
     shuffle_plan: bool = True
+    uses_run_length: bool = False
 
 
 MIXERS: Registry[MixerStrategy] = Registry("mixer strategy")
@@ -71,21 +77,40 @@ MIXERS: Registry[MixerStrategy] = Registry("mixer strategy")
 def register_mixer(
     name: str,
     *,
+    options: type[MixerOptions] = MixerOptions,
     epoch_batches: Callable[["MultiTaskBatchSampler"], int] | None = None,
     check: Callable[["MultiTaskBatchSampler"], None] | None = None,
     shuffle_plan: bool = True,
+    uses_run_length: bool = False,
 ) -> Callable[[PlanFn], PlanFn]:
     """Register `plan(sampler, epoch) -> [(task, indices), ...]` as mixer strategy `name`. With
     `shuffle_plan` the sampler shuffles the plan's batch order with the epoch's seeded generator."""
 
     def decorator(plan: PlanFn) -> PlanFn:
-        MIXERS.register(name)(MixerStrategy(name, plan, epoch_batches, check, shuffle_plan))
+        MIXERS.register(name)(MixerStrategy(name, plan, options, epoch_batches, check, shuffle_plan, uses_run_length))
         return plan
 
     return decorator
 
+
+def shorthands(name: str) -> dict[str, str]:
+    """Strategy `name`'s options that a flat run option also sets: {run option: strategy option}."""
+    return {extra["shorthand"]: option for option, field in MIXERS.get(name).options.model_fields.items()
+            if isinstance(extra := field.json_schema_extra, dict) and "shorthand" in extra}
+
+
+def mixer_options(name: str, values: Mapping[str, Any]) -> MixerOptions:
+    """Strategy `name`'s options model filled from `values`; ValueError naming what does not fit."""
+    try:
+        return MIXERS.get(name).options.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc']))}: {'not an option of this mixer' if e['type'] == 'extra_forbidden' else e['msg']}"
+                    for e in exc.errors()]
+        raise ValueError(f"mixer '{name}': {'; '.join(problems)}") from None
+
+
 # seed streams: (seed, epoch, stream, ...) keeps the plan, task passes and the aux pool independent
-_PLAN, _TASK, _AUX = 0, 1, 2
+_PLAN, _TASK, _AUX = 0, 1, 2  # _AUX: the ratio strategy's pool
 
 
 class MultiTaskBatchSampler:
@@ -97,14 +122,14 @@ class MultiTaskBatchSampler:
         batch_size: int,
         strategy: str = "proportional",
         seed: int = 0,
-        temperature: float = 2.0,
-        cap: int | None = None,
-        main_task: str | None = None,
-        ratio: float = 1.0,
         bucket_multiplier: int | Mapping[str, int] = 200,
         shuffle: bool = True,
         drop_last: bool = False,
+        run_batches: int | None = None,
+        **options: Any,
     ) -> None:
+        """`options`: the strategy's (its options model checks them); `run_batches`: the batches the
+        run will take in all (default: one epoch), for strategies whose plan follows the run's length."""
         if strategy not in MIXERS:
             raise ValueError(f"unknown sampling strategy '{strategy}'; use one of {', '.join(MIXERS.names())}")
         windows = bucket_multiplier if isinstance(bucket_multiplier, Mapping) else dict.fromkeys(lengths, bucket_multiplier)
@@ -112,25 +137,24 @@ class MultiTaskBatchSampler:
             raise ValueError("batch_size and every task's bucket_multiplier must be at least 1")
         if seed < 0:
             raise ValueError("seed must be non-negative")
-        if cap is not None and cap < 1:
-            raise ValueError("cap must be at least 1")
-        if strategy != "ratio" and main_task is not None:
-            raise ValueError("main_task applies to strategy 'ratio' only")
         self.tasks = list(lengths)
         if not self.tasks:
             raise ValueError("no tasks to sample from")
         self.lengths = {t: np.asarray(lengths[t], dtype=np.int64) for t in self.tasks}
         self.batch_size, self.strategy, self.seed = batch_size, strategy, seed
-        self.temperature, self.cap, self.main_task, self.ratio = temperature, cap, main_task, ratio
+        self.mixer = MIXERS.get(strategy)
+        self.options = mixer_options(strategy, options)
         self.bucket_multiplier = {t: int(windows[t]) for t in self.tasks}
         self.shuffle, self.drop_last = shuffle, drop_last
         self.n_batches = {t: self._batches_per_pass(len(self.lengths[t])) for t in self.tasks}
         empty = [t for t, n in self.n_batches.items() if n == 0]
         if empty:
             raise ValueError(f"task(s) {empty} have no full batch of {batch_size} examples")
-        self.mixer = MIXERS.get(strategy)
         if self.mixer.check is not None:
             self.mixer.check(self)
+        if run_batches is not None and run_batches < 1:
+            raise ValueError("run_batches must be at least 1")
+        self.run_batches = run_batches or len(self)
         self.epoch = 0
         self.position = 0
         self._plan_cache: tuple[int, list[Batch]] | None = None
@@ -164,15 +188,18 @@ class MultiTaskBatchSampler:
         `position` counts batches yielded; a DataLoader with worker prefetch pulls ahead of the
         training step, so iterate this sampler directly (or with num_workers=0) for exact resume.
         """
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "strategy": self.strategy,
-                "batch_size": self.batch_size, "tasks": list(self.tasks), "epoch_batches": len(self)}
+        state = {"epoch": self.epoch, "position": self.position, "seed": self.seed, "strategy": self.strategy,
+                 "batch_size": self.batch_size, "tasks": list(self.tasks), "epoch_batches": len(self)}
+        if self.mixer.uses_run_length:
+            state["run_batches"] = self.run_batches
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue at the batch after the last one yielded when `state` was taken."""
         mine = self.state_dict()
-        for key in ("seed", "strategy", "batch_size", "tasks", "epoch_batches"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(f"sampler state does not match this run: {key} {state[key]!r} != {mine[key]!r}")
+        for key in ("seed", "strategy", "batch_size", "tasks", "epoch_batches", "run_batches"):
+            if key in state and state[key] != mine.get(key):
+                raise ValueError(f"sampler state does not match this run: {key} {state[key]!r} != {mine.get(key)!r}")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
     def task_counts(self, epoch: int | None = None) -> dict[str, int]:
@@ -227,8 +254,15 @@ class MultiTaskBatchSampler:
         return self._task_pass(task, self._rng(epoch, _TASK, self.tasks.index(task), cycle))
 
     def draw_tasks(self, epoch: int, probabilities: np.ndarray) -> list[Batch]:
-        """`len(self)` steps, each drawing a task with `probabilities` and taking its stream's next batch."""
-        draws = self._rng(epoch, _PLAN).choice(len(self.tasks), size=len(self), p=probabilities)
+        """`len(self)` steps, each drawing a task and taking its stream's next batch: with the same
+        `probabilities` (one per task) at every step, or with row i at step i (shape steps × tasks)."""
+        rng = self._rng(epoch, _PLAN)
+        if probabilities.ndim == 1:
+            draws = rng.choice(len(self.tasks), size=len(self), p=probabilities)
+        else:  # inverse CDF of each step's own distribution
+            cumulative = np.cumsum(probabilities, axis=1)
+            draws = np.minimum((cumulative < rng.random((len(self), 1)) * cumulative[:, -1:]).sum(axis=1),
+                               len(self.tasks) - 1)
         streams = {t: self._stream(t, epoch) for t in self.tasks}
         return [(self.tasks[i], next(streams[self.tasks[i]])) for i in draws.tolist()]
 
@@ -239,72 +273,6 @@ class MultiTaskBatchSampler:
             plan = [plan[i] for i in order]
         return plan
 
-    def _aux_batches(self, epoch: int, count: int) -> list[Batch]:
-        """`count` batches drawn without replacement from the pooled auxiliary batches (cycling)."""
-        out: list[Batch] = []
-        cycle = 0
-        while len(out) < count:
-            pool = [(t, b) for ti, t in enumerate(self.tasks) if t != self.main_task
-                    for b in self._task_pass(t, self._rng(epoch, _TASK, ti, cycle))]
-            pick = self._rng(epoch, _AUX, cycle).permutation(len(pool))[: count - len(out)]
-            out += [pool[i] for i in pick]
-            cycle += 1
-        return out
-
-
-# ---------------------------------------------------------------------------------- strategies
-
-
-@register_mixer("proportional")
-def _proportional(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
-    """Every batch of every task once (MT-DNN / MT-BERT)."""
-    return [(t, b) for t in sampler.tasks for b in sampler.task_pass(t, epoch)]
-
-
-def _temperature_probabilities(sampler: MultiTaskBatchSampler) -> np.ndarray:
-    sizes = np.array([len(sampler.lengths[t]) for t in sampler.tasks], dtype=np.float64)
-    if sampler.cap is not None:
-        sizes = np.minimum(sizes, sampler.cap)
-    weights = sizes ** (1.0 / sampler.temperature)
-    return weights / weights.sum()
-
-
-def _check_temperature(sampler: MultiTaskBatchSampler) -> None:
-    if sampler.temperature <= 0:
-        raise ValueError("temperature must be positive")
-
-
-@register_mixer("temperature", check=_check_temperature, shuffle_plan=False)
-def _temperature(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
-    """Each step draws a task with p ∝ min(n, cap) ** (1 / T)."""
-    return sampler.draw_tasks(epoch, _temperature_probabilities(sampler))
-
-
-@register_mixer("uniform", shuffle_plan=False)
-def _uniform(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
-    """Each step draws a task with equal probability."""
-    return sampler.draw_tasks(epoch, np.full(len(sampler.tasks), 1.0 / len(sampler.tasks)))
-
-
-def _ratio_epoch(sampler: MultiTaskBatchSampler) -> int:
-    main = sampler.n_batches[sampler.main_task]  # type: ignore[index]
-    return main + round(sampler.ratio * main)
-
-
-def _check_ratio(sampler: MultiTaskBatchSampler) -> None:
-    if sampler.main_task not in sampler.lengths:
-        raise ValueError(f"strategy 'ratio' needs main_task to be one of the tasks, got {sampler.main_task!r}")
-    if len(sampler.lengths) < 2 or sampler.ratio < 0:
-        raise ValueError("strategy 'ratio' needs auxiliary tasks and ratio >= 0")
-
-
-@register_mixer("ratio", epoch_batches=_ratio_epoch, check=_check_ratio)
-def _ratio(sampler: MultiTaskBatchSampler, epoch: int) -> list[Batch]:
-    """All of the main task's batches, plus ratio × as many auxiliary batches."""
-    main = sampler.main_task
-    assert main is not None
-    plan = [(main, b) for b in sampler.task_pass(main, epoch)]
-    return plan + sampler._aux_batches(epoch, len(sampler) - len(plan))
 
 
 def shard(indices: Sequence[int], rank: int, world_size: int) -> list[int]:

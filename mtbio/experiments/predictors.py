@@ -1,7 +1,9 @@
 """Predictors of task transfer, by name (`mtbio affinity --predictor NAME`, `mtbio select --predictor NAME`).
 
 A predictor is one function from a `PredictionJob` to affinity.json's content (`build_affinity`
-after a joint run, `build_scores` otherwise), registered in PREDICTORS:
+after a joint run, `build_scores` otherwise), registered in PREDICTORS with its options model
+(`@register_predictor("name", options=Model)`; `job.options`, filled from the run options its
+fields name as their `shorthand`, e.g. --predictor-examples):
 
 - lookahead, cosine: measured during one joint refinement run per seed (`mtbio.experiments.joint_run`);
   both are kept, the name picks the one its graph shows;
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.data.loading import read_split, split_sizes
 from mtbio.data.pipeline import load_task_data
@@ -37,6 +40,47 @@ from mtbio.training.config import RunConfig
 from mtbio.training.task_embeddings import fisher_embedding, text_embedding
 
 
+class PredictorOptions(BaseModel):
+    """A predictor's options (none by default); a field's `shorthand` is the run option that sets it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SampleOptions(PredictorOptions):
+    examples: int = Field(64, ge=1, description="training examples read per task (a deterministic sample)",
+                          json_schema_extra={"shorthand": "predictor_examples"})
+
+
+class FisherOptions(SampleOptions):
+    head_steps: int = Field(50, ge=1, description="optimizer steps of each task's new head before the squared "
+                            "gradients are taken", json_schema_extra={"shorthand": "fisher_steps"})
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """A registered predictor: its function and its options model."""
+
+    run: Callable[["PredictionJob"], dict[str, Any]]
+    options: type[PredictorOptions] = PredictorOptions
+
+    def __call__(self, job: "PredictionJob") -> dict[str, Any]:
+        return self.run(job)
+
+
+PREDICTORS: Registry[Predictor] = Registry("transfer predictor")
+
+
+def register_predictor(name: str, *, options: type[PredictorOptions] = PredictorOptions
+                       ) -> Callable[[Callable[["PredictionJob"], dict[str, Any]]], Callable[["PredictionJob"], dict[str, Any]]]:
+    """Register `run(job) -> affinity.json's content` as predictor `name`, with its options model."""
+
+    def decorator(run: Callable[[PredictionJob], dict[str, Any]]) -> Callable[[PredictionJob], dict[str, Any]]:
+        PREDICTORS.register(name)(Predictor(run, options))
+        return run
+
+    return decorator
+
+
 @dataclass(frozen=True)
 class PredictionJob:
     """What a predictor works on: the options, the tasks, their data, and a directory of its own."""
@@ -47,8 +91,12 @@ class PredictionJob:
     directory: Path
     echo: Callable[[str], None] = print
 
-
-PREDICTORS: Registry[Callable[[PredictionJob], dict[str, Any]]] = Registry("transfer predictor")
+    @property
+    def options(self) -> Any:
+        """The options of `config.predictor`, from the run options its fields name as shorthands."""
+        model = PREDICTORS.get(self.config.predictor).options
+        return model(**{key: getattr(self.config, field.json_schema_extra["shorthand"])  # type: ignore[index]
+                        for key, field in model.model_fields.items()})
 
 
 def _joint(name: str) -> Callable[[PredictionJob], dict[str, Any]]:
@@ -57,15 +105,15 @@ def _joint(name: str) -> Callable[[PredictionJob], dict[str, Any]]:
     return predict
 
 
-PREDICTORS.register("lookahead")(_joint("lookahead"))
-PREDICTORS.register("cosine")(_joint("cosine"))
+register_predictor("lookahead")(_joint("lookahead"))
+register_predictor("cosine")(_joint("cosine"))
 
 
 def _metrics(job: PredictionJob) -> dict[str, str]:
     return {t.name: t.metric for t in job.tasks}
 
 
-@PREDICTORS.register("size_ratio")
+@register_predictor("size_ratio")
 def size_ratio(job: PredictionJob) -> dict[str, Any]:
     """score(s → t) = log(n_s / n_t), n the training examples a run would use (--max-train-examples caps them)."""
     started = time.perf_counter()
@@ -80,15 +128,15 @@ def size_ratio(job: PredictionJob) -> dict[str, Any]:
                         {"wall_seconds": time.perf_counter() - started}, {"train_examples": sizes})
 
 
-@PREDICTORS.register("text_similarity")
+@register_predictor("text_similarity", options=SampleOptions)
 def text_similarity(job: PredictionJob) -> dict[str, Any]:
     """score(s → t) = cos(mean text embedding of s, of t), over --predictor-examples training inputs each."""
     started = time.perf_counter()
-    config = job.config
+    config, examples = job.config, job.options.examples
     encoder, tokenizer = load_encoder(config.encoder), load_tokenizer(config.encoder)
     embeddings, read = {}, 0
     for task in job.tasks:
-        sample = read_split(task, "train", job.data_dir, config.predictor_examples)
+        sample = read_split(task, "train", job.data_dir, examples)
         length = min(config.max_length or task.max_length, max_input_tokens(encoder))
         embeddings[task.name] = text_embedding(encoder, tokenizer, sample, length)
         read += len(sample)
@@ -96,14 +144,14 @@ def text_similarity(job: PredictionJob) -> dict[str, Any]:
     return build_scores("text_similarity", "cosine of the mean-pooled text embeddings", True, _metrics(job),
                         {config.seed: cosine_matrix(embeddings)}, config.alpha,
                         {"measure_forward_examples": read, "measure_seconds": seconds, "wall_seconds": seconds},
-                        {"examples": config.predictor_examples})
+                        {"examples": examples})
 
 
-@PREDICTORS.register("fisher")
+@register_predictor("fisher", options=FisherOptions)
 def fisher(job: PredictionJob) -> dict[str, Any]:
     """score(s → t) = cos(Fisher embedding of s, of t), per seed (the head's start and the samples)."""
     started = time.perf_counter()
-    config = job.config
+    config, options = job.config, job.options
     tokenizer, encoder = load_tokenizer(config.encoder), load_encoder(config.encoder)
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
     data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], config.max_train_examples,
@@ -115,14 +163,14 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
             torch.manual_seed(seed)
             model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, hidden))})
             embeddings[task.name] = fisher_embedding(model, task.name, data[task.name], tokenizer.pad_token_id,
-                                                     config.fisher_steps, config.batch_size,
-                                                     config.predictor_examples, seed)
-            trained += config.fisher_steps * min(config.batch_size, len(data[task.name]))
-            measured += min(config.predictor_examples, len(data[task.name]))
+                                                     options.head_steps, config.batch_size,
+                                                     options.examples, seed)
+            trained += options.head_steps * min(config.batch_size, len(data[task.name]))
+            measured += min(options.examples, len(data[task.name]))
         scores[seed] = cosine_matrix(embeddings)
         job.echo(f"fisher: seed {seed} measured")
     seconds = time.perf_counter() - started
     return build_scores("fisher", "cosine of the diagonal Fisher embeddings of the encoder", True, _metrics(job),
                         scores, config.alpha, {"train_examples": trained, "measure_backward_examples": measured,
                                                "measure_seconds": seconds, "wall_seconds": seconds},
-                        {"examples": config.predictor_examples, "head_steps": config.fisher_steps})
+                        {"examples": options.examples, "head_steps": options.head_steps})

@@ -41,7 +41,7 @@ from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
-from mtbio.training.config import RunConfig
+from mtbio.training.config import RunConfig, protocol_options
 from mtbio.training.distributed import on_main_then_share
 from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
 
@@ -50,14 +50,6 @@ from mtbio.training.trainer import StopRequested, build_sampler, make_accelerato
 DEFAULT_TRAIN_EXAMPLES_PER_SECOND = 15.0
 DEFAULT_EVAL_EXAMPLES_PER_SECOND = 60.0
 
-# Options that do not change what one cell trains: they are not part of the sweep's protocol.
-NOT_PROTOCOL = {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "seeds", "dry_run", "alpha",
-                "min_delta", "correction", "max_seeds", "recipe",
-                "resume", "from_run", "intermediate", "target", "launcher", "parallel", "retries",
-                "keep_weights", "cell_cpus", "cell_gpus", "ray_address", "slurm_config", "slurm_partition",
-                "slurm_time", "slurm_account", "affinity_every",
-                "affinity_batch_size", "affinity_split", "prune", "affinity", "prune_by", "finetune_heads", "predictor",
-                "predictor_examples", "fisher_steps", "candidates", "top", "verify"}
 POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes hold
 
 
@@ -141,8 +133,10 @@ def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
 
 
 def protocol(config: RunConfig) -> dict[str, Any]:
-    """The options that decide what a cell trains (compared when a sweep directory is reused)."""
-    return {k: v for k, v in config.model_dump(mode="json").items() if k not in NOT_PROTOCOL}
+    """The options that decide what a cell trains (compared when a sweep directory is reused): the
+    training options not set per cell (`protocol_options`, from the fields' declarations)."""
+    values = config.model_dump(mode="json")
+    return {k: values[k] for k in protocol_options()}
 
 
 def check_protocol(sweep_dir: Path, config: RunConfig) -> None:

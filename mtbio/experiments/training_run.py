@@ -33,6 +33,7 @@ from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
+from mtbio.model.weightings import build_weighting
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
@@ -180,7 +181,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
     heads = build_heads(tasks, hidden, heads_source)
     adapters = build_adapters(tasks, encoder, config, heads_source)
-    model = MultiTaskModel(encoder, heads, adapters)
+    model = MultiTaskModel(encoder, heads, adapters, build_weighting(*config.weighting_spec(), [t.name for t in tasks]))
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
@@ -217,8 +218,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                     trivial[task.name])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
-        best, _ = load_model(run_dir, [t.name for t in tasks])
-        trainer.unwrapped.load_state_dict(best.state_dict())
+        best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
+        trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
+        trainer.unwrapped.heads.load_state_dict(best.heads.state_dict())
         test = trainer.evaluate("test")
     results = {
         "stage": stage,
@@ -245,6 +247,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         **steady_throughput(state),
         "wall_seconds": time.time() - started,
     }
+    learned = trainer.unwrapped.weighting.summary()  # the learned loss weights (none for --weighting fixed)
+    if learned:
+        results["weighting"] = learned
     if accelerator.is_main_process:
         if test:
             trainer.log_metrics("test", test)

@@ -12,6 +12,8 @@ from mtbio.errors import MtbioError
 from mtbio.model.adapters import use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
+from mtbio.model.weighting import LossWeighting
+from mtbio.model.weightings import build_weighting
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # position ids: packed rows only
 
@@ -27,11 +29,14 @@ class MultiTaskModel(nn.Module):
 
     Heads are keyed by task name and loaded strictly by name, never by position. `adapters`: the tasks with a
     LoRA adapter of their own in the encoder (`mtbio.model.adapters`); a forward pass runs through its task's.
+    `weighting`: how a task's loss is weighted (`mtbio.model.weighting`; default `fixed`, its `loss_weight`).
     """
 
-    def __init__(self, encoder: nn.Module, heads: dict[str, Head], adapters: tuple[str, ...] = ()):
+    def __init__(self, encoder: nn.Module, heads: dict[str, Head], adapters: tuple[str, ...] = (),
+                 weighting: LossWeighting | None = None):
         super().__init__()
         self.encoder = encoder
+        self.weighting = weighting if weighting is not None else build_weighting("fixed", {}, list(heads))
         self.adapters = tuple(adapters)
         self._active_adapter: str | None = None
         self.heads = nn.ModuleDict()
@@ -55,7 +60,7 @@ class MultiTaskModel(nn.Module):
         encoded = self.encoder(**inputs)
         head = self.heads[task]
         logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None), batch)
-        loss = head.loss(logits, labels) * head.config.loss_weight if labels is not None else None
+        loss = self.weighting(task, head.loss(logits, labels) * head.config.loss_weight) if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
 
     def add_head(self, name: str, head: Head) -> None:

@@ -9,9 +9,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtbio.data.mixer import MIXERS
+from mtbio.data.mixers import MIXERS, mixer_options, shorthands
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_text
+from mtbio.model.weightings import WEIGHTINGS, weighting_options
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
@@ -20,7 +21,7 @@ AUTO_SEEDS, AUTO_MAX_SEEDS = 3, 8  # --seeds auto: the first round's seeds, and 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
            comma: bool = False, envvar: str | None = None, shown: str | None = None, resumable: bool = False,
-           **constraints: Any) -> Any:
+           per_cell: bool = False, **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
@@ -29,9 +30,12 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
     --help when it is not the field's own default (a default decided by the command). `resumable`: a
     training option that `--resume` may change (run length, evaluation, logging, paths); every other
-    training option must equal the checkpoint's (`fixed_on_resume`).
+    training option must equal the checkpoint's (`fixed_on_resume`). `per_cell`: a training option that a
+    sweep sets for each of its cells (tasks, seed, output, ...); every other training option is part of the
+    sweep's protocol, the options all its cells share (`protocol_options`).
     """
-    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable}
+    extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable,
+             "per_cell": per_cell}
     if isinstance(default, list):
         return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
     return Field(default, description=help, json_schema_extra=extra, **constraints)
@@ -43,21 +47,25 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True)
+    tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True,
+                              per_cell=True)
     domain: str | None = option(None, "A named group of tasks from domains.yml (biomedical, clinical, "
-                                "clinical-public, blue, blurb).")
+                                "clinical-public, blue, blurb).", per_cell=True)
     encoder: str | None = option(None, "HF model name or local directory.", shown="the packaged MiniLM-L6")
     recipe: str = option("auto", "Training recipe: option values tuned for an encoder, a shipped name (minilm, "
                          "mt-bert) or a YAML file; auto picks by encoder (the packaged MiniLM gets minilm, other "
-                         "encoders mt-bert). --config and flags win over it; config.yaml records the one applied.")
+                         "encoders mt-bert). --config and flags win over it; config.yaml records the one applied.",
+                         per_cell=True)
     from_run: str | None = option(None, "A refine run directory whose encoder to fine-tune.", group="finetune",
                                   flag="--from")
     finetune_heads: Literal["refined", "new"] = option(
         "refined", "Fine-tuning from a refine run: start each task's head from the run's refined head (as MT-DNN "
         "fine-tunes), or from a new one.", group="finetune")
-    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR", resumable=True)
-    output: str | None = option(None, "Run directory to write.", shown="under runs/", resumable=True)
-    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).", resumable=True)
+    data_dir: str | None = option(None, "Where the datasets live.", envvar="MTBIO_DATA_DIR", shown="$MTBIO_DATA_DIR", resumable=True,
+                                  per_cell=True)
+    output: str | None = option(None, "Run directory to write.", shown="under runs/", resumable=True, per_cell=True)
+    task_defs: list[str] = option([], "Extra directory of task definitions (repeatable).", resumable=True,
+                                  per_cell=True)
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
@@ -74,7 +82,7 @@ class RunConfig(BaseModel):
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
         "wins over Accelerate's setting (with a warning where they differ).",
         shown="Accelerate's (accelerate config / accelerate launch --mixed_precision), else no")
-    seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0)
+    seed: int = option(42, "Seeds the model init, dropout and the mixer.", ge=0, per_cell=True)
     max_length: int | None = option(None, "Override every task's max_length (tokens).", shown="per task", ge=8)
     max_eval_examples: int | None = option(None, "Score at most this many dev (and test) examples per task: a fixed "
                                            "subset, the same in every run, recorded in results.json and marked in "
@@ -83,12 +91,18 @@ class RunConfig(BaseModel):
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
                                             shown="all", ge=1)
 
-    mixer: str = option("proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixer "
-                        "(built in: proportional, temperature, uniform, ratio).")
+    mixer: str | dict[str, Any] = option(
+        "proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixers (built in: proportional, "
+        "temperature, uniform, ratio, annealed). In YAML also a mapping of the name and its options, "
+        "e.g. {name: annealed, anneal_to: 0.5}; the flags below are shorthands for options.")
     temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
     temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
     main_task: str | None = option(None, "Main task of the ratio mixer.")
     aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
+    weighting: str | dict[str, Any] = option(
+        "fixed", "Loss weighting, a name registered in mtbio.model.weightings: fixed (each task's loss_weight) or "
+        "uncertainty (a learned log-variance per task, Kendall et al. 2018). In YAML also a mapping of the name "
+        "and its options, e.g. {name: uncertainty, lr: 0.01}.")
     bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
                                 "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
                                 "random batches.", ge=1)
@@ -110,7 +124,7 @@ class RunConfig(BaseModel):
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
     save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True)
-    resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True)
+    resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True, per_cell=True)
     skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.", resumable=True)
 
     # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
@@ -224,10 +238,13 @@ class RunConfig(BaseModel):
 
     @field_validator("mixer")
     @classmethod
-    def _registered_mixer(cls, name: str) -> str:
+    def _registered_mixer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        name = spec.get("name") if isinstance(spec, dict) else spec
+        if not isinstance(name, str):
+            raise ValueError("a mixer mapping needs its strategy's name (name: ...)")
         if name not in MIXERS:
             raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
-        return name
+        return spec
 
     @model_validator(mode="after")
     def _auto_seeds(self) -> "RunConfig":
@@ -239,12 +256,33 @@ class RunConfig(BaseModel):
             raise ValueError("--seeds must be at least 1 (or auto)")
         return self
 
+    @field_validator("weighting")
+    @classmethod
+    def _registered_weighting(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        """A known method with options its model takes; a mapping is written out whole."""
+        values = dict(spec) if isinstance(spec, dict) else {"name": spec}
+        name = values.pop("name", None)
+        if not isinstance(name, str):
+            raise ValueError("a weighting mapping needs its method's name (name: ...)")
+        if name not in WEIGHTINGS:
+            raise ValueError(f"unknown loss weighting '{name}' (registered: {', '.join(WEIGHTINGS.names())})")
+        options = weighting_options(name, values).model_dump()
+        return {"name": name, **options} if isinstance(spec, dict) else spec
+
+    def weighting_spec(self) -> tuple[str, dict[str, Any]]:
+        """The loss weighting's name and options."""
+        values = dict(self.weighting) if isinstance(self.weighting, dict) else {"name": self.weighting}
+        name = values.pop("name")
+        return name, weighting_options(name, values).model_dump()
+
     @model_validator(mode="after")
-    def _ratio_mixer_options(self) -> "RunConfig":
-        if self.mixer == "ratio" and not self.main_task:
-            raise ValueError("--mixer ratio needs --main-task (the task the auxiliaries serve)")
-        if self.main_task and self.mixer != "ratio":
-            raise ValueError(f"--main-task applies to --mixer ratio only (the mixer is {self.mixer})")
+    def _mixer_options(self) -> "RunConfig":
+        """Check the mixer's options; a mapping is written out whole, with its flat shorthands set to match."""
+        name, options = self.mixer_spec()
+        if isinstance(self.mixer, dict):
+            self.mixer = {"name": name, **options}
+            for flat, key in shorthands(name).items():
+                setattr(self, flat, options[key])
         return self
 
     @model_validator(mode="after")
@@ -256,6 +294,25 @@ class RunConfig(BaseModel):
             raise ValueError(f"{', '.join(whole_encoder)}: options for training the whole encoder; --adapter lora "
                              "keeps the encoder frozen and trains only the adapters and heads")
         return self
+
+    def mixer_spec(self) -> tuple[str, dict[str, Any]]:
+        """The mixer's name and its options (checked by its options model): the mapping's, where the
+        flat shorthands (--temperature, --main-task, ...) that differ from their defaults win."""
+        spec = dict(self.mixer) if isinstance(self.mixer, dict) else {"name": self.mixer}
+        name = spec.pop("name")
+        takes = shorthands(name)
+        for flat in sorted({flat for strategy in MIXERS.names() for flat in shorthands(strategy)}):
+            value = getattr(self, flat)
+            if value == RunConfig.model_fields[flat].default:
+                continue
+            if flat not in takes:
+                raise ValueError(f"--{flat.replace('_', '-')} is not an option of --mixer {name}")
+            spec[takes[flat]] = value
+        fields = MIXERS.get(name).options.model_fields
+        for flat, key in takes.items():
+            if fields[key].is_required() and spec.get(key) is None:
+                raise ValueError(f"--mixer {name} needs --{flat.replace('_', '-')} ({fields[key].description})")
+        return name, mixer_options(name, spec).model_dump()
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
@@ -270,6 +327,14 @@ def run_options() -> list[str]:
 def fixed_on_resume() -> list[str]:
     """The options a resumed run must keep: every training option not marked `resumable`."""
     return [name for name in run_options() if not (RunConfig.model_fields[name].json_schema_extra or {}).get("resumable")]
+
+
+def protocol_options() -> list[str]:
+    """A sweep's protocol: the training options every cell of a sweep shares (checked when the sweep is
+    run again), that is every 'training' option not marked `per_cell`. The options of the other groups
+    are the commands' own (the sweep's design, launchers, predictors; fine-tuning sources set per cell)."""
+    return [name for name, field in RunConfig.model_fields.items()
+            if (extra := field.json_schema_extra or {}).get("group") == "training" and not extra.get("per_cell")]
 
 
 def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source: str = "config") -> RunConfig:

@@ -41,6 +41,17 @@ def parameter_groups(model: nn.Module, weight_decay: float, lr: float | None = N
     ]
 
 
+def weighting_group(groups: list[dict], weighting: nn.Module, lr: float | None) -> list[dict]:
+    """`groups` with the loss weighting's parameters (`mtbio.model.weighting`) moved into a group of
+    their own: no weight decay, at `lr` when given (following the schedule like every group)."""
+    own = [p for p in weighting.parameters() if p.requires_grad]
+    if not own:
+        return groups
+    ids = {id(p) for p in own}
+    rest = [{**g, "params": [p for p in g["params"] if id(p) not in ids]} for g in groups]
+    return [g for g in rest if g["params"]] + [{"params": own, "weight_decay": 0.0, **({"lr": lr} if lr else {})}]
+
+
 def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True) -> torch.optim.Optimizer:
     """AdamW (default; without bias correction as the original BERT when asked) or Adamax (MT-DNN, MT-BERT)."""
     if not bias_correction:

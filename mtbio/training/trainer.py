@@ -27,7 +27,7 @@ from accelerate import Accelerator, DistributedType
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
-from mtbio.data.mixer import MultiTaskBatchSampler
+from mtbio.data.mixers import MultiTaskBatchSampler
 from mtbio.data.pipeline import TaskData
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import score_task, selection_score
@@ -43,7 +43,7 @@ from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
 from mtbio.training.loss_queue import read_interval
-from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups
+from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
 from mtbio.training.state import TrainerState
 from mtbio.training.step_engine import MicroBatch, StepEngine
 
@@ -52,15 +52,24 @@ log = logging.getLogger(__name__)
 
 def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
                   packed: Collection[str] = ()) -> MultiTaskBatchSampler:
-    """The run's batch plan (mixer strategy, seed, length bucketing) from its config; `packed`
-    tasks draw random batches (packing, not bucketing, removes their padding)."""
+    """The run's batch plan (mixer strategy and its options, seed, length bucketing, the run's length)
+    from its config; `packed` tasks draw random batches (packing, not bucketing, removes their padding)."""
     windows = {task: 1 if task in packed else config.bucket_window for task in lengths}
+    name, options = config.mixer_spec()
     try:
-        return MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=config.mixer, seed=config.seed,
-                                     temperature=config.temperature, cap=config.temperature_cap,
-                                     main_task=config.main_task, ratio=config.aux_ratio, bucket_multiplier=windows)
+        sampler = MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=name, seed=config.seed,
+                                        bucket_multiplier=windows, **options)
+        sampler.run_batches = run_batches(config, len(sampler))
+        return sampler
     except ValueError as exc:  # options that do not fit these tasks (a main task that is not one of them...)
-        raise MtbioError(f"--mixer {config.mixer}: {exc}") from None
+        raise MtbioError(f"--mixer {name}: {exc}") from None
+
+
+def run_batches(config: RunConfig, epoch_batches: int) -> int:
+    """The batches a run takes in all: whole epochs of `epoch_batches`, then the steps of --max-steps
+    left over (`grad_accum` batches each), so that a mixer's schedule follows --max-steps when given."""
+    per_epoch, total = run_length(config, epoch_batches)
+    return total // per_epoch * epoch_batches + total % per_epoch * config.grad_accum
 
 
 def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
@@ -196,6 +205,7 @@ class Trainer:
         self.sampler = build_sampler(config, lengths, packed)
         self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
+        groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
         optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would

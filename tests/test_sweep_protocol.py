@@ -1,0 +1,51 @@
+"""A sweep's protocol is the training options its cells share, read from the fields' declarations
+(`per_cell` marks the ones a sweep sets per cell): the committed example sweeps still check, and a
+component's options (a mixer or weighting mapping) are part of it."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.sweep import check_protocol, protocol, record_protocol
+from mtbio.training.config import RunConfig, protocol_options, run_options
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
+
+
+@pytest.mark.parametrize("sweep_dir", SWEEPS, ids=lambda p: p.name)
+def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
+    saved = json.loads((sweep_dir / "sweep.json").read_text())["protocol"]
+    assert set(saved) <= set(protocol_options())  # every option they recorded is still part of the protocol
+    config = RunConfig(**saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
+    check_protocol(sweep_dir, config)
+    changed = RunConfig(**{**saved, "batch_size": saved["batch_size"] + 1})
+    with pytest.raises(MtbioError, match="batch_size"):
+        check_protocol(sweep_dir, changed)
+
+
+def test_protocol_is_every_training_option_not_set_per_cell() -> None:
+    declared = {name for name, field in RunConfig.model_fields.items() if (field.json_schema_extra or {}).get("per_cell")}
+    assert declared == {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "recipe", "resume"}
+    assert set(protocol_options()) == {n for n in run_options() if n not in declared} - {"from_run", "finetune_heads"}
+    assert {"mixer", "weighting", "epochs", "lr"} <= set(protocol(RunConfig()))
+    assert not {"launcher", "alpha", "predictor", "seeds"} & set(protocol(RunConfig()))  # sweep and command options
+
+
+def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
+    annealed = RunConfig(mixer={"name": "annealed", "anneal_to": 0.5}, weighting={"name": "uncertainty"})
+    record_protocol(tmp_path, annealed)
+    check_protocol(tmp_path, annealed)
+    with pytest.raises(MtbioError, match="mixer"):
+        check_protocol(tmp_path, annealed.model_copy(update={"mixer": {"name": "annealed", "anneal_to": 0.3,
+                                                                       "per": "epoch"}}))
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(SWEEPS[0] / "sweep.json", old / "sweep.json")
+    saved = json.loads((old / "sweep.json").read_text())["protocol"]
+    assert "weighting" not in saved
+    check_protocol(old, RunConfig(**saved))  # recorded before --weighting existed: trained at its default
