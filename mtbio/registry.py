@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from mtbio.errors import MtbioError
 
@@ -52,3 +54,19 @@ class Registry(Generic[T]):
     def in_order(self) -> list[T]:
         """The registered items in the order they were registered."""
         return list(self._items.values())
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_options(model: type[M], values: Mapping[str, Any], owner: str) -> M:
+    """A component's options model filled from `values`; ValueError naming `owner` (`mixer 'annealed'`) and
+    each option that does not fit."""
+    try:
+        return model.model_validate(dict(values))
+    except ValidationError as exc:
+        kind = owner.split(" ", 1)[0]
+        problems = [f"{'.'.join(map(str, e['loc']))}: "
+                    f"{f'not an option of this {kind}' if e['type'] == 'extra_forbidden' else e['msg']}"
+                    for e in exc.errors()]
+        raise ValueError(f"{owner}: {'; '.join(problems)}") from None

@@ -40,10 +40,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from mtbio.data.packing import packed_width_and_rows
-from mtbio.registry import Registry
+from mtbio.registry import Registry, validate_options
 
 Batch = tuple[str, list[int]]
 PlanFn = Callable[["MultiTaskBatchSampler", int], list[Batch]]
@@ -101,12 +101,7 @@ def shorthands(name: str) -> dict[str, str]:
 
 def mixer_options(name: str, values: Mapping[str, Any]) -> MixerOptions:
     """Strategy `name`'s options model filled from `values`; ValueError naming what does not fit."""
-    try:
-        return MIXERS.get(name).options.model_validate(dict(values))
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc']))}: {'not an option of this mixer' if e['type'] == 'extra_forbidden' else e['msg']}"
-                    for e in exc.errors()]
-        raise ValueError(f"mixer '{name}': {'; '.join(problems)}") from None
+    return validate_options(MIXERS.get(name).options, values, f"mixer '{name}'")
 
 
 # seed streams: (seed, epoch, stream, ...) keeps the plan, task passes and the aux pool independent

@@ -14,18 +14,13 @@ from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import WORD_FEATURES, decode_tags, word_columns
-from mtbio.model.heads import Head, HeadConfig, output_layer
+from mtbio.model.heads import HeadConfig, LinearHead
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef, expand_entity_types, has_tag_prefix
 
 
-class TaggingHead(Head):
+class TaggingHead(LinearHead):
     packable = True
-
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.dropout = nn.Dropout(config.dropout)
-        self.out = output_layer(config)
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from mtbio.registry import Registry
+from mtbio.registry import Registry, validate_options
 
 
 class WeightingOptions(BaseModel):
@@ -70,12 +70,7 @@ def register_weighting(name: str, *, options: type[WeightingOptions] = Weighting
 
 def weighting_options(name: str, values: Mapping[str, Any]) -> WeightingOptions:
     """Method `name`'s options model filled from `values`; ValueError naming what does not fit."""
-    try:
-        return WEIGHTINGS.get(name).options_model.model_validate(dict(values))
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc']))}: {'not an option of this weighting' if e['type'] == 'extra_forbidden' else e['msg']}"
-                    for e in exc.errors()]
-        raise ValueError(f"weighting '{name}': {'; '.join(problems)}") from None
+    return validate_options(WEIGHTINGS.get(name).options_model, values, f"weighting '{name}'")
 
 
 def build_weighting(name: str, options: Mapping[str, Any], tasks: Sequence[str]) -> LossWeighting:

@@ -94,13 +94,17 @@ class Head(nn.Module):
         return [None] * logits.shape[0]
 
 
-class SentenceHead(Head):
-    """[CLS] (or the encoder's pooler output) → dropout → linear: the sentence-level heads' shape."""
+class LinearHead(Head):
+    """Dropout → linear on what `forward` reads: the shape of the shipped heads."""
 
     def __init__(self, config: HeadConfig):
         super().__init__(config)
         self.dropout = nn.Dropout(config.dropout)
         self.out = output_layer(config)
+
+
+class SentenceHead(LinearHead):
+    """[CLS] (or the encoder's pooler output) → dropout → linear: the sentence-level heads' shape."""
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
