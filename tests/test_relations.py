@@ -86,13 +86,13 @@ def _counting(monkeypatch: pytest.MonkeyPatch, kill_after: int | None = None) ->
     real = _REAL_TRAIN
     calls: list[Path] = []
 
-    def train(tasks, config, run_dir, *args):  # type: ignore[no-untyped-def]
+    def train(tasks, config, run_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(run_dir)
         if kill_after is not None and len(calls) > kill_after:
             run_dir.mkdir(parents=True)
             (run_dir / "config.yaml").write_text("half-written\n")
             raise _Killed()
-        return real(tasks, config, run_dir, *args)
+        return real(tasks, config, run_dir, *args, **kwargs)
 
     monkeypatch.setattr(sweep, "train_tasks", train)
     return calls

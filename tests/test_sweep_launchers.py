@@ -143,12 +143,12 @@ def test_a_failed_cell_is_recorded_and_retried(
     real = sweep.train_tasks
     attempts: list[str] = []
 
-    def flaky(tasks, config, run_dir, *args):  # type: ignore[no-untyped-def]
+    def flaky(tasks, config, run_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
         attempts.append(run_dir.name + ":" + run_dir.parent.name)
         if run_dir.parent.name == "kw-few+kw-all":
             run_dir.mkdir(parents=True, exist_ok=True)
             raise RuntimeError("CUDA out of memory (simulated)")
-        return real(tasks, config, run_dir, *args)
+        return real(tasks, config, run_dir, *args, **kwargs)
 
     monkeypatch.setattr(sweep, "train_tasks", flaky)
     config = _config(keyword_tasks, micro_encoder, tmp_path / "s", tasks=["kw-few", "kw-all"], retries=2)
