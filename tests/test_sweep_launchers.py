@@ -122,11 +122,15 @@ def test_a_killed_launcher_leaves_its_cell_to_the_other(
         for path in (tmp_path / "s").rglob("seed-*.lock"):
             owner = cell_locks.read_owner(path)
             if owner and owner.get("pid") == victim.pid:
-                held = path
+                os.kill(victim.pid, signal.SIGSTOP)  # freeze it, then make sure the cell is still unfinished
+                if not (path.with_name(path.name[:-len(".lock")]) / "results.json").exists():
+                    held = path
+                    break
+                os.kill(victim.pid, signal.SIGCONT)  # it had just finished this cell: wait for its next one
         time.sleep(0.1)
     if held is None:
         survivor.kill()
-        pytest.skip("the second launcher never held a cell")
+        pytest.skip("the second launcher never held an unfinished cell")
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     out, err = survivor.communicate(timeout=300)
