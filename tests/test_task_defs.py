@@ -14,6 +14,7 @@ BLURB = ["bc5cdr-chem", "bc5cdr-disease", "ncbi-disease", "bc2gm", "jnlpba", "eb
 CLINICAL = ["clinicalsts", "i2b2-2010", "mednli", "shareclefe"]
 PUBLIC_CLINICAL = ["nli4ct", "mediqa-rqe", "mqp", "ade", "chia"]
 ENTITY_MARKER_VARIANTS = ["chemprot-entities", "ddi-entities"]  # BLURB relation sets read by the entity_relation kind
+BI_ENCODER_VARIANTS = ["biosses-bi"]  # BIOSSES read by the bi_encoder kind
 
 VALID = """\
 name: demo
@@ -31,7 +32,7 @@ def test_every_shipped_definition_loads():
     paths = sorted(p for p in BUILTIN_TASK_DEFS.glob("*.yml") if p.name != "domains.yml")
     names = [load_task_def(p).name for p in paths]
     assert names == [p.stem for p in paths]  # one file per task, named after it
-    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL + ENTITY_MARKER_VARIANTS)
+    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL + ENTITY_MARKER_VARIANTS + BI_ENCODER_VARIANTS)
 
 
 def test_domains_and_alias_resolve():

@@ -9,6 +9,7 @@ import torch
 # padding value per per-token column; `input_ids` uses the tokenizer's pad id
 _PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1, "labels": -100}
 _TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "word_index")
+SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`mtbio.data.featurize.separate_text_columns`)
 
 
 def pad_multiple_for(device: torch.device | str) -> int | None:
@@ -23,18 +24,20 @@ def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: i
     `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, tagging
     `labels` → -100; all long. Scalar labels: integers → long, floats → float32; multilabel
     (equal-length float lists) → a float32 matrix. Other scalar columns (`length`, `n_words`,
-    `truncated`) are stacked as they come.
+    `truncated`) are stacked as they come. The columns of a second text encoded on its own (`input_ids_b`, …)
+    are padded as their first text's, to their own longest row.
     """
     first = rows[0]
-    lengths = np.fromiter((len(row["input_ids"]) for row in rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max())
-    if pad_to_multiple_of:
-        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    shapes = {suffix: _widths(rows, "input_ids" + suffix, pad_to_multiple_of) for suffix in ("", SECOND_TEXT)
+              if "input_ids" + suffix in first}
     batch: dict[str, torch.Tensor] = {}
     for key in first:
-        if key in _TOKEN_COLUMNS or (key == "labels" and _is_int_sequence(first[key])):
+        suffix = SECOND_TEXT if key.endswith(SECOND_TEXT) else ""
+        base = key[:-len(suffix)] if suffix else key
+        if base in _TOKEN_COLUMNS or (key == "labels" and _is_int_sequence(first[key])):
+            lengths, width = shapes[suffix]
             batch[key] = torch.from_numpy(_pad([row[key] for row in rows], lengths, width,
-                                               pad_token_id if key == "input_ids" else _PAD[key]))
+                                               pad_token_id if base == "input_ids" else _PAD[base]))
         else:
             values = np.asarray([row[key] for row in rows])
             if values.dtype.kind == "f":
@@ -43,6 +46,15 @@ def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: i
                 values = values.astype(np.int64, copy=False)
             batch[key] = torch.from_numpy(values)
     return batch
+
+
+def _widths(rows: list[dict[str, Any]], key: str, pad_to_multiple_of: int | None) -> tuple[np.ndarray, int]:
+    """Each row's length in column `key`, and the batch's width (the longest, rounded up)."""
+    lengths = np.fromiter((len(row[key]) for row in rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max())
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    return lengths, width
 
 
 def _is_int_sequence(value: Any) -> bool:

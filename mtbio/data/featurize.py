@@ -3,7 +3,8 @@
 Shared columns: `input_ids`, `attention_mask`, `token_type_ids` (when the tokenizer makes them),
 `length` (tokens) and `truncated` (bool). The task's kind (`mtbio.tasks.kinds`) adds `labels` and its
 own columns, building them with the helpers here: `text_columns` for kinds that read text (one text
-or a pair), `word_columns` for kinds that tag words (`word_index`: per token, the index of the word
+or a pair), `separate_text_columns` for kinds that encode a pair's two texts on their own (the second's
+columns suffixed `_b`), `word_columns` for kinds that tag words (`word_index`: per token, the index of the word
 whose first sub-word this is, else -1; `n_words`; one label id per token, -100 everywhere except
 first sub-words).
 
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 from datasets import Dataset, DatasetInfo, Features, List, Value, load_from_disk
 from tqdm import tqdm
 
+from mtbio.data.collate import SECOND_TEXT
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
@@ -173,6 +175,30 @@ def text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
     second = [ex.text_b for ex in chunk] if pair else None
     encoded = _encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False, offsets=offsets)
     return _base_columns(encoded), encoded
+
+
+def separate_text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any,
+                          max_length: int) -> dict[str, list[Any]]:
+    """The shared columns of a pair task's first texts and, suffixed `_b`, of its second texts, each text
+    encoded on its own (a bi-encoder's input); `length` counts both, `truncated` is either's."""
+    if not is_pair_task(task):
+        raise ValueError(f"task '{task.name}' is not a pair task")
+    text_columns(chunk, task, tokenizer, max_length)  # the same checks of each example's texts
+    first = _base_columns(_encode(tokenizer, [ex.text for ex in chunk], None, max_length, words=False))
+    second = _base_columns(_encode(tokenizer, [ex.text_b for ex in chunk], None, max_length, words=False))
+    columns = {key: first[key] for key in first if key not in ("length", "truncated")}
+    columns.update({key + SECOND_TEXT: second[key] for key in columns})
+    columns["length"] = [a + b for a, b in zip(first["length"], second["length"])]
+    columns["truncated"] = [a or b for a, b in zip(first["truncated"], second["truncated"])]
+    return columns
+
+
+def separate_text_features(tokenizer: Any) -> dict[str, Any]:
+    """The `datasets` features of `separate_text_columns`' second-text columns."""
+    spec: dict[str, Any] = {"input_ids_b": List(Value("int32")), "attention_mask_b": List(Value("int8"))}
+    if "token_type_ids" in tokenizer.model_input_names:
+        spec["token_type_ids_b"] = List(Value("int8"))
+    return spec
 
 
 def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:

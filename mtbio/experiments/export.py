@@ -3,6 +3,7 @@
     AutoModelForTokenClassification.from_pretrained(DIR)      # tagging tasks
     AutoModelForSequenceClassification.from_pretrained(DIR)   # sentence tasks
     pipeline("token-classification", model=DIR, aggregation_strategy="first")
+    SentenceTransformer(DIR)                                  # bi-encoder similarity tasks
 
 The task's kind names the class, `problem_type` and pipeline (`TaskKind.export`); a kind without one
 (entity-marker relations) is refused.
@@ -56,6 +57,11 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     if merge_adapter and not adapter:
         raise MtbioError(f"--merge-adapter: {run_dir} is not a LoRA run (its task '{task}' has no adapter)")
     head, definition = run.model.heads[task], run.tasks[task]
+    if kind.export.layout == "sentence-transformers":
+        _save_sentence_transformer(run, task, output)
+        write_text(output / "README.md", model_card(run_dir, task, definition, kind.export.auto_class, str(output)))
+        record_output_dir(output, "mtbio export", before)
+        return output
     cfg = head.config
     config = copy.deepcopy(run.model.encoder.config)
     labels = list(cfg.labels) or ["score"]
@@ -84,6 +90,45 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__, str(output), peft))
     record_output_dir(output, "mtbio export", before)
     return output
+
+
+def _save_sentence_transformer(run: Any, task: str, output: Path) -> None:
+    """The run's encoder (a LoRA task's adapter merged into it) with the head's pooling as a sentence-transformers
+    model in `output`; reloaded, the cosine of its embeddings must be the head's on the task's sample pairs."""
+    import tempfile
+
+    import transformers
+    try:
+        from sentence_transformers import SentenceTransformer
+        try:
+            from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+        except ImportError:  # sentence-transformers before 6
+            from sentence_transformers.models import Pooling, Transformer
+    except ImportError as error:
+        raise MtbioError(f"task '{task}' exports in the sentence-transformers layout, which needs that library: "
+                         f"pip install sentence-transformers ({error})") from None
+    encoder, head = run.model.encoder, run.model.heads[task]
+    weights = merged_state_dict(encoder, task) if task in run.model.adapters else encoder.state_dict()
+    plain = transformers.AutoModel.from_config(copy.deepcopy(encoder.config))
+    plain.load_state_dict({k: v for k, v in weights.items() if k in plain.state_dict()}, strict=True)
+    with tempfile.TemporaryDirectory() as staging:
+        save_pretrained(plain, Path(staging))
+        save_pretrained(run.tokenizer, Path(staging))
+        body = Transformer(staging, max_seq_length=run.tasks[task].max_length)
+        model = SentenceTransformer(modules=[body, Pooling(plain.config.hidden_size, pooling_mode=head.pooling)])
+        model.save(str(output))
+    exported = SentenceTransformer(str(output), device="cpu")
+    device = next(run.model.parameters()).device
+    for first, second in [_sample_inputs(run.tasks[task])[0], ("Aspirin", "Acetylsalicylic acid")]:
+        a, b = exported.encode([first, second], convert_to_tensor=True).float()
+        theirs = torch.nn.functional.cosine_similarity(a, b, dim=0)
+        encoded = {k: v.to(device) for k, v in run.tokenizer([first], return_tensors="pt").items()}
+        encoded_b = {k + "_b": v.to(device) for k, v in run.tokenizer([second], return_tensors="pt").items()}
+        with torch.no_grad():
+            ours = run.model(task, **encoded, **encoded_b).logits.float().cpu()[0]
+        if abs(float(ours) - float(theirs)) > 1e-4:
+            raise MtbioError(f"task '{task}': the exported model's cosine differs from the run's "
+                             f"({float(theirs):.6f} vs {float(ours):.6f}); nothing to rely on was written")
 
 
 def _save_peft_adapter(model: Any, encoder: Any, task: str, output: Path, base: Path) -> None:
@@ -229,11 +274,15 @@ def _peft_usage(auto_class: str, output: str) -> str:
 
 
 def _usage(definition: Any, pair: bool, output: str) -> str:
+    if definition.kind.export.layout == "sentence-transformers":
+        return (f'from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer("{output}")\n'
+                'a, b = model.encode(["first text", "second text"])\nmodel.similarity(a, b)  # the cosine mtbio predicts '
+                'from (scaled onto the labels\' range)')
     if definition.kind.export.pipeline == "token-classification":
-        return (f'nlp = pipeline("token-classification", model="{output}", aggregation_strategy="first")\n'
+        return (f'from transformers import pipeline\nnlp = pipeline("token-classification", model="{output}", aggregation_strategy="first")\n'
                 'nlp("Cisplatin induced nephrotoxicity in rats.")  # first sub-word of each word, as mtbio predict')
     call = '{"text": "first text", "text_pair": "second text"}' if pair else '"A sentence to classify."'
-    return f'nlp = pipeline("text-classification", model="{output}", top_k=None)\nnlp({call})'
+    return f'from transformers import pipeline\nnlp = pipeline("text-classification", model="{output}", top_k=None)\nnlp({call})'
 
 
 def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, output: str = "PATH/TO/EXPORT",
@@ -253,7 +302,9 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
                         dataset_split=split, metric_type=metric, metric_value=float(value), metric_name=f"{split} {metric}")
              for split, values in scores.items() for metric, value in values.items()]
     data = ModelCardData(base_model=base if not Path(base).exists() else None,
-                         library_name="peft" if adapter else "transformers",
+                         library_name="peft" if adapter else (
+                             "sentence-transformers" if definition.kind.export.layout == "sentence-transformers"
+                             else "transformers"),
                          pipeline_tag=pipeline_task, tags=["mtbio", "biomedical", definition.name], language="en",
                          license="apache-2.0" if base == MINILM_HUB_ID else None, datasets=[definition.name],
                          eval_results=evals or None, model_name=f"mtbio-{task}")
@@ -263,7 +314,8 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
                        *[f"| {s} | {m} | {v:.4f} |" for s, values in scores.items() for m, v in values.items()]])
     flag = not_learned(results, task)
     lines = [f"# {task}: {definition.description or definition.name}", "",
-             f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with transformers alone "
+             f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with "
+             f"{'sentence-transformers' if auto_class == 'SentenceTransformer' else 'transformers alone'} "
              f"(`{auto_class}`)." if not adapter else
              f"Exported by `mtbio export` from the LoRA run `{run_dir.name}`: a PEFT LoRA adapter (this directory) "
              f"over `{auto_class}` in `base/` (the frozen base encoder with the task's head).", "",
@@ -271,7 +323,7 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
                if flag else []),
              "```python",
              *([_peft_usage(auto_class, output)] if adapter
-               else ["from transformers import pipeline", _usage(definition, is_pair_task(definition), output)]),
+               else [_usage(definition, is_pair_task(definition), output)]),
              "```", "",
              f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
              f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "

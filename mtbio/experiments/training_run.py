@@ -50,7 +50,7 @@ STAGES = ("refine", "finetune", "single-task")
 def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
-                      pooling=task.pooling)
+                      pooling=task.pooling, type_options=dict(task.type_options))
 
 
 SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step

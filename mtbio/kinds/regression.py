@@ -52,7 +52,12 @@ class Regression(TaskKind):
         return RegressionHead(config)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
-        values = [float(ex.label) for ex in train if ex.label is not None]  # type: ignore[arg-type]
-        if not values:
-            raise MtbioError(f"task '{task.name}': no labelled training examples to fit a trivial predictor on")
-        return [float(np.mean(values))] * len(scored)
+        return [mean_label(task, train)] * len(scored)
+
+
+def mean_label(task: TaskDef, train: Sequence[Example]) -> float:
+    """The mean training label: the constant a regression's trivial predictor predicts."""
+    values = [float(ex.label) for ex in train if ex.label is not None]  # type: ignore[arg-type]
+    if not values:
+        raise MtbioError(f"task '{task.name}': no labelled training examples to fit a trivial predictor on")
+    return float(np.mean(values))

@@ -50,18 +50,24 @@ class MultiTaskModel(nn.Module):
         return int(self.encoder.config.hidden_size)
 
     def forward(self, task: str, labels: torch.Tensor | None = None, **batch: Any) -> TaskOutput:
-        inputs = {k: batch[k] for k in self._encoder_inputs if k in batch}
-        mask = inputs.get("attention_mask")
-        if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
-            inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)
         if self.adapters and task != self._active_adapter:
             use_adapter(self.encoder, task, self.adapters)
             self._active_adapter = task
-        encoded = self.encoder(**inputs)
+        encoded = self._encode(batch)
         head = self.heads[task]
+        for suffix in head.extra_texts:  # texts the head reads encoded on their own (a bi-encoder's second)
+            batch["hidden" + suffix] = self._encode(batch, suffix).last_hidden_state
         logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None), batch)
         loss = self.weighting(task, head.loss(logits, labels) * head.config.loss_weight) if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
+
+    def _encode(self, batch: dict[str, Any], suffix: str = "") -> Any:
+        """The encoder's output for the batch's text columns ending in `suffix`."""
+        inputs = {k: batch[k + suffix] for k in self._encoder_inputs if k + suffix in batch}
+        mask = inputs.get("attention_mask")
+        if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
+            inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)
+        return self.encoder(**inputs)
 
     def add_head(self, name: str, head: Head) -> None:
         if head.config.pooling == "pooler" and getattr(self.encoder, "pooler", None) is None:

@@ -27,12 +27,14 @@ SHIPPED_KINDS = "mtbio.kinds"
 
 @dataclass(frozen=True)
 class ExportSpec:
-    """How a task of this kind leaves mtbio: the transformers class that holds its head, the config's
-    `problem_type` (None: the class's default) and the `pipeline` task that runs it."""
+    """How a task of this kind leaves mtbio: the class that holds its head (an `AutoModelFor*`, or
+    `SentenceTransformer` in that library's layout), the `pipeline` task that runs it and the config's
+    `problem_type` (None: the class's default)."""
 
     auto_class: str
     pipeline: str
     problem_type: str | None = None
+    layout: Literal["transformers", "sentence-transformers"] = "transformers"
 
 
 class TaskKind:

@@ -1,0 +1,107 @@
+"""Bi-encoder similarity: the two texts of a pair encoded on their own, pooled (mean over tokens by default),
+their cosine the prediction, trained with a squared error against the label scaled onto [0, 1] (how
+sentence encoders are trained: sentence-transformers' `CosineSimilarityLoss`).
+
+The head has no weights, so before the first step it already computes the encoder's zero-shot cosine
+(`mtbio tasks baselines`' `cosine-mean`): fine-tuning starts from that solution rather than from a random
+head on [CLS]. `type_options: {label_range: [LOW, HIGH], pooling: mean|cls}`: the labels' scale (required;
+BIOSSES [0, 4], STS [0, 5]); a prediction is LOW + cosine × (HIGH − LOW). Metrics and the trivial predictor
+are regression's. Exported in the sentence-transformers layout: `SentenceTransformer(DIR).encode(...)`
+gives embeddings whose cosine is this head's.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+import torch
+from datasets import Value
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import nn
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import separate_text_columns, separate_text_features
+from mtbio.data.readers import is_pair_task
+from mtbio.kinds.regression import mean_label
+from mtbio.model.heads import Head, HeadConfig
+from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
+from mtbio.tasks.schema import TaskDef
+
+
+class BiEncoderOptions(BaseModel):
+    """`type_options` of a bi_encoder task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label_range: tuple[float, float] = Field(description="the labels' lowest and highest possible values")
+    pooling: Literal["mean", "cls"] = Field("mean", description="a text's embedding: the mean of its tokens, or [CLS]")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "BiEncoderOptions":
+        if self.label_range[0] >= self.label_range[1]:
+            raise ValueError(f"label_range: the lowest value comes first and is below the highest, not "
+                             f"{list(self.label_range)}")
+        return self
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One embedding per row: [CLS]'s hidden state, or the mean over the tokens `mask` keeps."""
+    if pooling == "cls":
+        return hidden[:, 0].float()
+    weights = mask.to(hidden.device, torch.float32).unsqueeze(-1)
+    return (hidden.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+class CosineHead(Head):
+    """cos(pool(text), pool(text_b)), each text encoded on its own; no weights."""
+
+    extra_texts = ("_b",)
+
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        options = BiEncoderOptions.model_validate(config.type_options)
+        self.low, self.high = options.label_range
+        self.pooling = options.pooling
+
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        if batch is None or "hidden_b" not in batch:
+            raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
+        first = pool(hidden, batch["attention_mask"], self.pooling)
+        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling)
+        return nn.functional.cosine_similarity(first, second, dim=-1)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(logits.float(), (labels.float() - self.low) / (self.high - self.low))
+
+    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
+        return [self.low + float(c) * (self.high - self.low) for c in logits.float().tolist()]
+
+
+@register_kind
+class BiEncoder(TaskKind):
+    name = "bi_encoder"
+    label_form = "number"
+    min_labels = 0
+    sentence_level = False
+    default_metric = "pearson"
+    options = BiEncoderOptions
+    export = ExportSpec("SentenceTransformer", "sentence-similarity", layout="sentence-transformers")
+
+    def check(self, task: TaskDef) -> list[str]:
+        if not is_pair_task(task):
+            return ["columns: a bi_encoder task reads a pair of texts; name the second in columns: {text_b: ...}"]
+        return []
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:
+        return {"labels": Value("float32"), **separate_text_features(tokenizer)}
+
+    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+        columns = separate_text_columns(chunk, task, tokenizer, max_length)
+        columns["labels"] = [float("nan") if ex.label is None else float(ex.label) for ex in chunk]  # type: ignore[arg-type]
+        return columns
+
+    def head(self, config: HeadConfig) -> CosineHead:
+        return CosineHead(config)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [mean_label(task, train)] * len(scored)
