@@ -342,7 +342,8 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
 sweep_options = config_options("seeds", "sweep", "training")
 
 
-def _run_sweep(run: Any, values: dict[str, Any]) -> None:
+def _run_sweep(run: Any, values: dict[str, Any], show: Any = None) -> None:
+    """Run a sweep command and print its summary (`show(sweep_dir, result)`; default: its relation tables)."""
     from mtbio.training.trainer import StopRequested
 
     try:
@@ -354,7 +355,7 @@ def _run_sweep(run: Any, values: dict[str, Any]) -> None:
     if result is not None and PartialState().is_main_process:  # several processes: print once
         from mtbio.reporting.relations import report_relations
 
-        click.echo("\n" + report_relations(sweep_dir, only=result["kind"]))
+        click.echo("\n" + (show(sweep_dir, result) if show else report_relations(sweep_dir, only=result["kind"])))
 
 
 @main.command()
@@ -375,6 +376,18 @@ def stilt(**values: Any) -> None:
     from mtbio.experiments.stilt import stilt as run_stilt
 
     _run_sweep(run_stilt, values)
+
+
+@main.command()
+@config_options("transfer")
+@sweep_options
+def transfer(**values: Any) -> None:
+    """Fine-tune targets at several training sizes from the plain encoder and from encoders refined on other
+    tasks (--refine-on, repeatable); does refinement help tasks it never saw?"""
+    from mtbio.experiments.transfer import transfer as run_transfer
+    from mtbio.reporting.transfer import format_transfer
+
+    _run_sweep(run_transfer, values, lambda _, result: format_transfer(result))
 
 
 @main.group("sweep")

@@ -137,7 +137,8 @@ class SweepDir:
     path: Path
     CELL_FOLDERS: ClassVar[tuple[str, ...]] = ("baselines", "pairs", "transfer")
     SUMMARIES: ClassVar[dict[str, str]] = {"pairwise": "relations.json", "stilt": "stilt.json",
-                                           "affinity": "affinity.json", "select": "select.json"}
+                                           "affinity": "affinity.json", "select": "select.json",
+                                           "transfer": "transfer.json"}
 
     def __init__(self, path: Path | str):
         object.__setattr__(self, "path", Path(path))

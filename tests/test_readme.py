@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Python runs in tests/test_docs.py)
 PAGES = ["README.md", "docs/commands.md", "docs/task_definitions.md", "docs/clusters.md", "docs/speed.md",
          "docs/development.md"]
-TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select")
+TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4",
          "--max-eval-examples", "48"]  # a fixed dev subset: scoring whole dev sets was most of this test's time
 

@@ -7,6 +7,8 @@ any run or folder of runs. A new kind of study (leave-one-out, say) is one regis
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -115,6 +117,15 @@ def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
         raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
                          "--output, --csv, --trivial or --compare-to)")
     return lines + ["\n\n".join(report_relations(p) for p in sweeps)]
+
+
+@register_report("transfer", lambda paths, options: any("transfer" in SweepDir(p).kinds for p in paths))
+def _transfer(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.reporting.transfer import format_transfer
+
+    if len(paths) > 1 or options.table_options:
+        raise MtbioError("a transfer directory is reported alone: mtbio report TRANSFER_DIR")
+    return [format_transfer(json.loads(SweepDir(paths[0]).summary_file("transfer").read_text()))]
 
 
 @register_report("runs", lambda paths, options: True, fallback=True)

@@ -57,13 +57,14 @@ POLL_SECONDS = 2.0  # how often a launcher looks again at cells other processes 
 class Cell:
     """One training run of a sweep: `tasks` trained together from `encoder_source`, one seed."""
 
-    kind: str  # baseline | pair | transfer | joint (a refine run measuring task affinity, mtbio affinity)
+    kind: str  # baseline | pair | transfer | joint (a refine run measuring task affinity) | refined (a refine run)
     tasks: tuple[str, ...]
     seed: int
     run_dir: Path
     stage: str
     lr: float
     from_cell: Path | None = None  # transfer: the intermediate run whose encoder is the start
+    max_train_examples: int | None = None  # the cell's own training size (None: the sweep's --max-train-examples)
 
     @property
     def results_path(self) -> Path:
@@ -76,8 +77,10 @@ class Cell:
     def describe(self) -> str:
         what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
                 "transfer": f"transfer {self.from_cell.parent.name if self.from_cell else '?'} → {self.tasks[0]}",
-                "joint": f"joint run of {len(self.tasks)} tasks with affinity measurement"}
-        return f"{what.get(self.kind, self.kind)}, seed {self.seed}"
+                "joint": f"joint run of {len(self.tasks)} tasks with affinity measurement",
+                "refined": f"refine on {' + '.join(self.tasks)}"}
+        size = f", {self.max_train_examples} examples" if self.max_train_examples is not None else ""
+        return f"{what.get(self.kind, self.kind)}{size}, seed {self.seed}"
 
 
 DEFAULT_SEEDS = 3
@@ -176,6 +179,8 @@ def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
                               "output": str(cell.run_dir), "resume": False, "intermediate": [], "target": []}
     if cell.from_cell is not None:
         update.update(from_run=str(cell.from_cell), encoder=None)
+    if cell.max_train_examples is not None:
+        update["max_train_examples"] = cell.max_train_examples
     return config.model_copy(update=update)
 
 
@@ -201,7 +206,9 @@ def record_cells(sweep_dir: Path, cells: list[Cell]) -> None:
         if run_dir not in seen:
             known.append({"kind": cell.kind, "tasks": list(cell.tasks), "seed": cell.seed, "run_dir": run_dir,
                           "stage": cell.stage, "lr": cell.lr,
-                          "from_cell": _relative(cell.from_cell, sweep_dir) if cell.from_cell is not None else None})
+                          "from_cell": _relative(cell.from_cell, sweep_dir) if cell.from_cell is not None else None,
+                          **({"max_train_examples": cell.max_train_examples}
+                             if cell.max_train_examples is not None else {})})
     write_json(path, known)
 
 
@@ -220,7 +227,8 @@ def read_cells(sweep_dir: Path) -> list[Cell]:
             raise MtbioError(f"{sweep_dir}: no cells.json and no cell directories; is this a sweep directory?") from None
         return found
     return [Cell(e["kind"], tuple(e["tasks"]), int(e["seed"]), sweep_dir / e["run_dir"], e["stage"], float(e["lr"]),
-                 sweep_dir / e["from_cell"] if e.get("from_cell") else None) for e in entries]
+                 sweep_dir / e["from_cell"] if e.get("from_cell") else None, e.get("max_train_examples"))
+            for e in entries]
 
 
 CELL_FOLDERS = {"baselines": ("baseline", "single-task"), "pairs": ("pair", "refine"), "transfer": ("transfer", "finetune")}
@@ -270,6 +278,8 @@ def tidy(cells: list[Cell], config: RunConfig) -> None:
     if config.keep_weights == "best":
         return
     for cell in cells:
+        if cell.kind == "refined":  # a transfer sweep's refined encoders are what it studies: kept
+            continue
         if cell.done and has_weights(cell.run_dir) and all(d.done for d in dependents(cell, cells)):
             drop_weights(cell.run_dir)
 
@@ -398,7 +408,7 @@ class CellWork:
 def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
     run = cell_config(config, cell)
-    counts = {t: int(min(sizes[t].get("train", 0), config.max_train_examples or math.inf)) for t in cell.tasks}
+    counts = {t: int(min(sizes[t].get("train", 0), run.max_train_examples or math.inf)) for t in cell.tasks}
     # the trainer's own batch plan, on stand-in lengths (only the counts decide its length)
     plan = build_sampler(run, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
     steps_per_epoch, total_steps = run_length(run, len(plan))

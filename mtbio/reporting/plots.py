@@ -5,6 +5,7 @@
 - `plot_gain_matrix`: heatmap of Δ, rows = target, columns = partner.
 - `plot_stilt_matrix`: seed 000's STILT table as a heatmap, rows = target, columns = baseline then
   each intermediate task, colour = Δ against the baseline, text = score.
+- `plot_transfer_curves`: a target's score against its training size from each starting encoder.
 - `plot_training_curves`: one run's per-task training loss and dev score against the step.
 """
 from __future__ import annotations
@@ -143,6 +144,37 @@ def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
     _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
              f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
              "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"])
+
+
+def plot_transfer_curves(table: dict[str, Any], path: Path) -> None:
+    """One panel per target: the dev score against the training size (log scale), a line per starting encoder
+    with its 95% interval over seeds, the trivial score dashed (MT-DNN's domain-adaptation figure)."""
+    rows = table["targets"] or [{"target": "(no targets)", "metric": "", "points": [], "trivial": None}]
+    fig, axes = plt.subplots(1, len(rows), figsize=(4.5 * len(rows), 4), squeeze=False)
+    for ax, row in zip(axes[0], rows):
+        starts = ["plain", *table["refinement_sets"]]
+        for start in starts:
+            found = [(p["examples"], p["plain"] if start == "plain" else p["from"][start]["score"])
+                     for p in row["points"] if start == "plain" or start in p["from"]]
+            if not found:
+                continue
+            xs = [x for x, _ in found]
+            ax.plot(xs, [s["mean"] for _, s in found], marker="o", label=start if start == "plain" else f"refined: {start}")
+            low = [s["interval"][0] if s.get("interval") else s["mean"] for _, s in found]
+            high = [s["interval"][1] if s.get("interval") else s["mean"] for _, s in found]
+            ax.fill_between(xs, low, high, alpha=0.15)
+        if row.get("trivial") is not None:
+            ax.axhline(row["trivial"], color="#9e9e9e", linestyle="--", linewidth=0.8, label="trivial")
+        if len({p["examples"] for p in row["points"]}) > 1:
+            ax.set_xscale("log")
+        ax.set(xlabel="training examples", ylabel=f"dev {row['metric']}", title=row["target"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Fine-tuning from the plain and the refined encoders ({len(table['seeds'])} seed(s), 95% interval)",
+                 fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
 
 
 def plot_training_curves(records: list[dict[str, Any]], primary: dict[str, str], path: Path, title: str,

@@ -25,8 +25,8 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
-    sweep: pairwise, stilt and select; seeds: finetune, the sweeps, affinity and select; stilt; affinity: affinity
-    and select; prune: pairwise; select). `flag` overrides the flag name
+    sweep: pairwise, stilt, transfer and select; seeds: finetune, the sweeps, affinity and select; stilt; affinity:
+    affinity and select; prune: pairwise; select; transfer). `flag` overrides the flag name
     (default --field-name), `comma` reads a comma-separated list, `shown` is the default shown in
     --help when it is not the field's own default (a default decided by the command). `resumable`: a
     training option that `--resume` may change (run length, evaluation, logging, paths); every other
@@ -185,6 +185,14 @@ class RunConfig(BaseModel):
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks (select: the one target).", group="stilt", comma=True,
                                shown="--tasks/--domain")
+    refine_on: list[str] = option([], "transfer: a refinement set, comma-separated task names or aliases; repeat "
+                                  "for more sets (one refined encoder each). A target is fine-tuned from every set "
+                                  "that does not hold it.", group="transfer")
+    transfer_targets: list[str] = option([], "transfer: the target tasks, each fine-tuned from the plain and the "
+                                         "refined encoders.", group="transfer", comma=True, flag="--targets")
+    sizes: list[str] = option([], "transfer: the targets' training sizes, numbers of examples or all "
+                              "(a fixed subset; a smaller one lies inside a larger).", group="transfer", comma=True,
+                              shown="50,200,1000,all")
     predictor: str = option("cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors "
                             "(built in: lookahead and cosine from one joint run; size_ratio, text_similarity, fisher "
                             "without one).", group="affinity")

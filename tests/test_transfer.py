@@ -1,0 +1,79 @@
+"""`mtbio transfer`: a target never in its refinement set, fine-tuned at several sizes from the plain and the
+refined encoder; resumable (a second run with more sizes trains only the new cells); the table's Δ, interval
+and marks recomputed from the cells' files."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mtbio.errors import MtbioError
+from mtbio.experiments.transfer import size_of, transfer_plan
+from mtbio.reporting.verdicts import t_interval
+from mtbio.training.config import RunConfig
+
+
+def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str) -> list[str]:
+    defs, data = keyword_tasks
+    return [sys.executable, "-m", "mtbio", "transfer", "--refine-on", "kw-all,kw-noise", "--targets", "kw-few",
+            "--sizes", sizes, "--task-defs", defs, "--data-dir", data, "--encoder", encoder, "--output", str(output),
+            "--seeds", "3", "--epochs", "1", "--batch-size", "8", "--lr", "5e-3"]
+
+
+def test_transfer_trains_each_target_from_both_encoders_and_resumes(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
+    out = tmp_path / "t"
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    first = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16"), capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert len(re.findall(r"^\[\d+/\d+\] ", first.stdout, re.M)) == 1 + 3 * 2  # one refine, 3 seeds × 2 starts
+    refined = out / "refined" / "kw-all+kw-noise" / "seed-42"
+    assert yaml.safe_load((refined / "config.yaml").read_text())["tasks"] == ["kw-all", "kw-noise"]
+    assert any((refined / "encoder").glob("*.safetensors"))  # kept: the refined encoder is what is studied
+    start = out / "targets" / "kw-few" / "n-16" / "from-kw-all+kw-noise" / "seed-43"
+    settings = yaml.safe_load((start / "config.yaml").read_text())
+    assert settings["from_run"] == str(refined) and settings["max_train_examples"] == 16
+
+    second = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16,all"), capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    started = re.findall(r"^\[\d+/\d+\] (.*) → ", second.stdout, re.M)
+    assert len(started) == 6 and all("96 examples" in s for s in started)  # only the new size trains
+    assert "n=  all (96)" in second.stdout
+
+    table = json.loads((out / "transfer.json").read_text())
+    assert (out / "transfer.png").is_file() and table["family"]["m"] == 2
+    row = table["targets"][0]
+    point = next(p for p in row["points"] if p["size"] == "16")
+    by_seed = {}
+    for start in ("plain", "from-kw-all+kw-noise"):
+        for seed in (42, 43, 44):
+            results = json.loads((out / "targets/kw-few/n-16" / start / f"seed-{seed}" / "results.json").read_text())
+            by_seed.setdefault(start, []).append(results["dev"]["kw-few"]["accuracy"])
+    deltas = [r - p for r, p in zip(by_seed["from-kw-all+kw-noise"], by_seed["plain"])]
+    cell = point["from"]["kw-all+kw-noise"]
+    assert cell["delta"] == pytest.approx(statistics.fmean(deltas))
+    assert cell["ci"] == pytest.approx(list(t_interval(deltas, 0.95)))
+    assert point["plain"]["mean"] == pytest.approx(statistics.fmean(by_seed["plain"]))
+    assert set(point["no_training"]) == {"plain", "kw-all+kw-noise"}  # each starting encoder's probe
+    probe = point["no_training"]["plain"]["probe"]
+    assert ("plain" in point["below"]) == (probe > point["plain"]["mean"] or
+                                           abs(point["plain"]["mean"] - row["trivial"]) < 0.01)
+    report = subprocess.run([sys.executable, "-m", "mtbio", "report", str(out)], capture_output=True, text=True, env=env)
+    assert report.returncode == 0 and "kw-few (accuracy; trivial" in report.stdout
+
+
+def test_a_target_must_be_missing_from_some_refinement_set(keyword_tasks: tuple[str, str]) -> None:
+    defs, data = keyword_tasks
+    config = RunConfig(refine_on=["kw-all,kw-few"], transfer_targets=["kw-few"], task_defs=[defs], data_dir=data)
+    with pytest.raises(MtbioError, match="kw-few are in every refinement set"):
+        transfer_plan(config)
+    assert size_of("all", 96) == 96 and size_of("200", 96) == 96 and size_of("50", 96) == 50
+    with pytest.raises(MtbioError, match="neither a positive number"):
+        size_of("half", 96)
