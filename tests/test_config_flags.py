@@ -12,7 +12,7 @@ from mtbio.errors import MtbioError
 from mtbio.training.config import RunConfig, build_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtbio"
-COMMANDS = ("refine", "finetune", "pairwise", "stilt", "affinity", "select")
+COMMANDS = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
 
 
 def _command_fields(name: str) -> set[str]:

@@ -76,6 +76,8 @@ class RunConfig(BaseModel):
                               f"{FINETUNE_LR:g}", gt=0)
     warmup: float = option(0.1, "Warm-up fraction of the steps (linear warm-up, then linear decay).", ge=0, lt=1)
     weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).", ge=0)
+    l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
+                         "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
     optimizer: Literal["adamw", "adamax"] = option("adamw", "Optimizer (adamax is MT-DNN's choice).")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(

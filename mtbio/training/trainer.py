@@ -42,6 +42,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
+from mtbio.training.l2sp import AnchorToStart
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
 from mtbio.training.state import TrainerState
@@ -180,7 +181,9 @@ class Trainer:
         # the run's schedule and --patience decide evaluations, checkpoints and early stops as listeners of the
         # loop's events (mtbio.training.events), before any listener of the caller's (the affinity probe)
         self.listeners: list[Listener] = [Schedule(config.eval_every, config.save_every),
-                                          *([EarlyStopping(config.patience)] if config.patience else []), *listeners]
+                                          *([EarlyStopping(config.patience)] if config.patience else []),
+                                          *([AnchorToStart(model.encoder, config.l2sp)] if config.l2sp else []),
+                                          *listeners]
         self.flow = Flow()
         self._last_eval = -1
         self.run_dir = run_dir
