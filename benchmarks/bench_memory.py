@@ -27,13 +27,15 @@ from common import machine, offline_environment, write_result
 
 offline_environment()
 
-REPO = Path(__file__).resolve().parents[1]
 JEMALLOC = [Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")]
 SETTINGS: dict[str, dict[str, str]] = {
     "glibc": {},
     "glibc MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
     "glibc MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=128MiB": {"MALLOC_ARENA_MAX": "2",
                                                                "MALLOC_TRIM_THRESHOLD_": str(128 * 2**20)},
+    # a fixed mmap threshold: every block of 128 KiB or more is its own mapping, returned to the system when freed
+    # (glibc otherwise raises the threshold after each such free, and later big tensors stay in the heap)
+    "glibc MALLOC_MMAP_THRESHOLD_=128KiB": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)},
 }
 
 
@@ -50,8 +52,8 @@ def anonymous_mb(process: psutil.Process) -> float:
 def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
     output = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     command = [sys.executable, "-m", "mtbio", "-q", "refine", "--tasks", args.tasks, "--max-train-examples",
-               str(args.max_train_examples), "--max-steps", str(args.max_steps), "--config",
-               str(REPO / "examples" / "recipes" / "minilm.yml"), "--output", str(output / "run"),
+               str(args.max_train_examples), "--max-steps", str(args.max_steps), "--recipe", "minilm",
+               "--output", str(output / "run"),
                "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9)]
     if args.data_dir:
         command += ["--data-dir", args.data_dir]

@@ -20,9 +20,9 @@ from mtbio.reporting.verdicts import t_interval
 from mtbio.training.config import RunConfig
 
 
-def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str) -> list[str]:
+def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str, *more: str) -> list[str]:
     defs, data = keyword_tasks
-    return [sys.executable, "-m", "mtbio", "transfer", "--refine-on", "kw-all,kw-noise", "--targets", "kw-few",
+    return [sys.executable, "-m", "mtbio", "transfer", "--refine-on", "kw-all,kw-noise", *more, "--targets", "kw-few",
             "--sizes", sizes, "--task-defs", defs, "--data-dir", data, "--encoder", encoder, "--output", str(output),
             "--seeds", "3", "--epochs", "1", "--batch-size", "8", "--lr", "5e-3"]
 
@@ -65,6 +65,20 @@ def test_transfer_trains_each_target_from_both_encoders_and_resumes(
     probe = point["no_training"]["plain"]["probe"]
     assert ("plain" in point["below"]) == (probe > point["plain"]["mean"] or
                                            abs(point["plain"]["mean"] - row["trivial"]) < 0.01)
+    variant = tmp_path / "l2sp"  # a refinement variant trained elsewhere, given as a run directory
+    defs, data = keyword_tasks
+    refine = subprocess.run([sys.executable, "-m", "mtbio", "refine", "--tasks", "kw-all", "--task-defs", defs,
+                             "--data-dir", data, "--encoder", micro_encoder, "--epochs", "1", "--batch-size", "8",
+                             "--lr", "5e-3", "--l2sp", "40", "--output", str(variant)], capture_output=True, text=True,
+                            env=env)
+    assert refine.returncode == 0, refine.stderr[-2000:]
+    third = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16,all", "--refine-on", str(variant)),
+                           capture_output=True, text=True, env=env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    started = re.findall(r"^\[\d+/\d+\] (.*) → ", third.stdout, re.M)
+    assert len(started) == 6 and all(s.startswith("transfer l2sp") for s in started)  # only the new start trains
+    table = json.loads((out / "transfer.json").read_text())
+    assert set(table["targets"][0]["points"][0]["from"]) == {"kw-all+kw-noise", "l2sp"} and table["family"]["m"] == 4
     report = subprocess.run([sys.executable, "-m", "mtbio", "report", str(out)], capture_output=True, text=True, env=env)
     assert report.returncode == 0 and "kw-few (accuracy; trivial" in report.stdout
 

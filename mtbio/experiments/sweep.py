@@ -75,8 +75,10 @@ class Cell:
         return RunDir(self.run_dir).finished
 
     def describe(self) -> str:
+        source = self.from_cell if self.from_cell is None or not self.from_cell.name.startswith("seed-") \
+            else self.from_cell.parent  # a cell of the sweep (<name>/seed-<s>), or a run given by its directory
         what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
-                "transfer": f"transfer {self.from_cell.parent.name if self.from_cell else '?'} → {self.tasks[0]}",
+                "transfer": f"transfer {source.name if source else '?'} → {self.tasks[0]}",
                 "joint": f"joint run of {len(self.tasks)} tasks with affinity measurement",
                 "refined": f"refine on {' + '.join(self.tasks)}"}
         size = f", {self.max_train_examples} examples" if self.max_train_examples is not None else ""

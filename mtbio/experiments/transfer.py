@@ -13,6 +13,7 @@ on the same training subset and cached in `no_training.json`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,17 +34,39 @@ DEFAULT_SIZES = ("50", "200", "1000", "all")
 NO_TRAINING_FILE = "no_training.json"
 
 
-def transfer_plan(config: RunConfig) -> tuple[dict[str, list[TaskDef]], list[TaskDef]]:
-    """The refinement sets (name → tasks) and the targets."""
+@dataclass(frozen=True)
+class Refinement:
+    """A refined starting encoder: `tasks` refined together, by a cell of this sweep (`run` None) or by a
+    finished refine run given as `--refine-on DIR` (a variant refined with other options: `--l2sp`, a lower
+    learning rate, adapters merged)."""
+
+    name: str
+    tasks: tuple[str, ...]
+    run: Path | None = None
+
+
+def transfer_plan(config: RunConfig) -> tuple[list[Refinement], list[TaskDef]]:
+    """The refinement sets and the targets."""
     catalog = catalog_for(config)
     if not config.refine_on or not config.transfer_targets:
-        raise MtbioError("name the tasks: --refine-on a,b (repeatable, one refined encoder per set) --targets x,y")
-    sets = {}
+        raise MtbioError("name the tasks: --refine-on a,b (repeatable, one refined encoder per set; or a finished "
+                         "refine run's directory) --targets x,y")
+    sets = []
     for given in config.refine_on:
-        tasks = catalog.resolve([name for name in given.split(",") if name.strip()])
-        sets["+".join(t.name for t in tasks)] = tasks
+        if Path(given).is_dir():
+            run = RunDir(given)
+            if not run.finished or not any(run.encoder_dir.glob("*.safetensors")):
+                raise MtbioError(f"--refine-on {given}: not a finished run with its encoder's weights")
+            sets.append(Refinement(Path(given).name, tuple(run.config().get("tasks") or []), Path(given)))
+        else:
+            tasks = catalog.resolve([name for name in given.split(",") if name.strip()])
+            sets.append(Refinement("+".join(t.name for t in tasks), tuple(t.name for t in tasks)))
+    names = [r.name for r in sets]
+    if len(set(names)) != len(names) or PLAIN in names:
+        raise MtbioError(f"--refine-on: each refinement set needs its own name, other than {PLAIN} "
+                         f"({', '.join(names)})")
     targets = catalog.resolve(config.transfer_targets)
-    orphans = [t.name for t in targets if all(t.name in {x.name for x in s} for s in sets.values())]
+    orphans = [t.name for t in targets if all(t.name in r.tasks for r in sets)]
     if orphans:
         raise MtbioError(f"target(s) {', '.join(orphans)} are in every refinement set: no refined encoder has "
                          "not seen them; add a set without them")
@@ -59,27 +82,27 @@ def size_of(label: str, available: int) -> int:
     return min(int(label), available)
 
 
-def transfer_cells(sweep_dir: Path, sets: dict[str, list[TaskDef]], targets: list[TaskDef],
+def transfer_cells(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],
                    sizes: dict[str, dict[str, int]], config: RunConfig) -> list[Cell]:
     """The refine cells first, then per target, size and seed: from the plain encoder, then from each set."""
     lr = config.learning_rate(REFINE_LR)
-    refined = {name: Cell("refined", tuple(t.name for t in tasks), config.seed,
-                          sweep_dir / "refined" / name / f"seed-{config.seed}", "refine", lr)
-               for name, tasks in sets.items()}
-    cells = list(refined.values())
+    refined = [Cell("refined", r.tasks, config.seed, sweep_dir / "refined" / r.name / f"seed-{config.seed}",
+                    "refine", lr) for r in sets if r.run is None]
+    starts = {r.name: r.run or sweep_dir / "refined" / r.name / f"seed-{config.seed}" for r in sets}
+    cells = list(refined)
     for target in targets:
         for label, examples in sizes[target.name].items():
             folder = sweep_dir / "targets" / target.name / f"n-{label}"
             for seed in seeds_of(config):
                 cells.append(Cell("baseline", (target.name,), seed, folder / PLAIN / f"seed-{seed}", "single-task", lr,
                                   max_train_examples=examples))
-                cells += [Cell("transfer", (target.name,), seed, folder / f"from-{name}" / f"seed-{seed}", "finetune",
-                               lr, from_cell=cell.run_dir, max_train_examples=examples)
-                          for name, cell in refined.items() if target.name not in cell.tasks]
+                cells += [Cell("transfer", (target.name,), seed, folder / f"from-{r.name}" / f"seed-{seed}", "finetune",
+                               lr, from_cell=starts[r.name], max_train_examples=examples)
+                          for r in sets if target.name not in r.tasks]
     return cells
 
 
-def collect_transfer(cells: list[Cell], sets: dict[str, list[TaskDef]], targets: list[TaskDef],
+def collect_transfer(cells: list[Cell], sets: list[Refinement], targets: list[TaskDef],
                      sizes: dict[str, dict[str, int]], config: RunConfig,
                      no_training: dict[str, Any]) -> dict[str, Any]:
     """transfer.json's content from the finished cells (and the measured no-training baselines)."""
@@ -100,24 +123,27 @@ def collect_transfer(cells: list[Cell], sets: dict[str, list[TaskDef]], targets:
         else:
             start = cell.run_dir.parent.name[len("from-"):]
             refined.setdefault((start, target, label), {})[cell.seed] = score
-    return build_transfer({t.name: t.metric for t in targets}, {n: [t.name for t in s] for n, s in sets.items()},
+    return build_transfer({t.name: t.metric for t in targets}, {r.name: list(r.tasks) for r in sets},
                           sizes, plain, refined, config.alpha, config.min_delta, config.correction, trivial, no_training)
 
 
-def measure_no_training(sweep_dir: Path, cells: list[Cell], targets: list[TaskDef], sizes: dict[str, dict[str, int]],
-                        config: RunConfig, data_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
-    """{target: {start: {examples: {baseline: score}}}} for the plain encoder and every finished refined one,
+def measure_no_training(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],
+                        sizes: dict[str, dict[str, int]], config: RunConfig, data_dir: Path,
+                        echo: Callable[[str], None]) -> dict[str, Any]:
+    """{target: {start: {examples: {baseline: score}}}} for the plain encoder and every refined one with weights,
     measured where `no_training.json` lacks them (then saved there)."""
     path = sweep_dir / NO_TRAINING_FILE
     found: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
-    starts = {PLAIN: resolve_encoder_name(config.encoder)}
-    starts.update({c.run_dir.parent.name: str(RunDir(c.run_dir).encoder_dir) for c in cells
-                   if c.kind == "refined" and c.done and any(RunDir(c.run_dir).encoder_dir.glob("*.safetensors"))})
+    starts = {PLAIN: (resolve_encoder_name(config.encoder), ())}
+    for r in sets:
+        encoder = RunDir(r.run or sweep_dir / "refined" / r.name / f"seed-{config.seed}").encoder_dir
+        if any(encoder.glob("*.safetensors")):
+            starts[r.name] = (str(encoder), r.tasks)
     changed = False
-    for start, source in starts.items():
+    for start, (source, seen) in starts.items():
         loaded = None
         for target in targets:
-            if start != PLAIN and target.name in start.split("+"):
+            if target.name in seen:
                 continue
             dev = read_split(target, "dev", data_dir, config.max_eval_examples)
             for examples in sorted(set(sizes[target.name].values())):
@@ -146,8 +172,9 @@ def transfer(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     state = processes(config)
     echo = echo if state.is_main_process else silent
     data_dir = data_dir_for(config)
-    involved = list({t.name: t for tasks in [*sets.values(), targets] for t in tasks}.values())
-    check_data(involved, data_dir)
+    catalog = catalog_for(config)
+    refined_here = [catalog.get(name) for r in sets if r.run is None for name in r.tasks]
+    check_data(list({t.name: t for t in [*refined_here, *targets]}.values()), data_dir)
     assert data_dir is not None
     labels = list(config.sizes or DEFAULT_SIZES)
     sizes = {t.name: {label: size_of(label, split_sizes(t, data_dir).get("train", 0)) for label in labels}
@@ -156,10 +183,10 @@ def transfer(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     cells = transfer_cells(sweep_dir, sets, targets, sizes, config)
 
     def collect(done: list[Cell]) -> dict[str, Any]:
-        measured = measure_no_training(sweep_dir, done, targets, sizes, config, data_dir, echo) \
+        measured = measure_no_training(sweep_dir, sets, targets, sizes, config, data_dir, echo) \
             if state.is_main_process else {}
         return collect_transfer(done, sets, targets, sizes, config, measured)
 
-    result = drive_sweep(cells, config, catalog_for(config).tasks, data_dir, state, sweep_dir, collect,
+    result = drive_sweep(cells, config, catalog.tasks, data_dir, state, sweep_dir, collect,
                          write_transfer, echo)
     return sweep_dir, result
