@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import (RESULTS, flops_per_sequence, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
+from common import (RESULTS, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
                     matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation,
                     write_fixed_length_task, write_result)
 
@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
+from mtbio.training.flops import flops_per_sequence  # noqa: E402
 from mtbio.training.trainer import warm_up_steps  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}

@@ -11,11 +11,12 @@ import json
 import os
 import platform
 import resource
-import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import torch
+
+from mtbio.training.flops import matmul_peak, total_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -52,49 +53,12 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def matmul_peak(dtype: torch.dtype, seconds: float = 2.0, size: int | None = None) -> float:
-    """FLOP/s of a square matmul loop in `dtype` on this machine, measured now."""
-    dev = device()
-    size = size or (8192 if dev.type == "cuda" else 2048)
-    a = torch.randn(size, size, device=dev, dtype=dtype)
-    b = torch.randn(size, size, device=dev, dtype=dtype)
-    for _ in range(2):  # warm-up
-        a @ b
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    sync()
-    runs, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        runs += 1
-        if dev.type == "cuda" and runs % 10 == 0:
-            sync()
-    sync()
-    return 2 * size**3 * runs / (time.perf_counter() - start)
-
-
 def matmul_peaks(seconds: float = 2.0) -> dict[str, float]:
     """Measured peak FLOP/s for fp32 and, where supported, bf16."""
     peaks = {"fp32": matmul_peak(torch.float32, seconds)}
     if device().type == "cuda" or machine()["cpu_bf16"]:
         peaks["bf16"] = matmul_peak(torch.bfloat16, seconds)
     return peaks
-
-
-def flops_per_sequence(config: Any, length: int, training: bool = True) -> float:
-    """Model FLOPs of one sequence of `length` real tokens through a BERT-style encoder.
-
-    Forward: 2 FLOPs per weight per token for the dense layers (attention projections and the
-    feed-forward), plus 4·length·hidden per token per layer for scores and the weighted sum.
-    Training (forward + backward) is three times the forward.
-    """
-    hidden, layers = config.hidden_size, config.num_hidden_layers
-    dense_weights = layers * (4 * hidden * hidden + 2 * hidden * config.intermediate_size)
-    forward = 2 * dense_weights * length + layers * 4 * length * length * hidden
-    return float(3 * forward if training else forward)
-
-
-def total_flops(config: Any, lengths: Iterable[int], training: bool = True) -> float:
-    return sum(flops_per_sequence(config, n, training) for n in lengths)
 
 
 def peak_memory_mb() -> float:

@@ -397,13 +397,21 @@ def sweep_group() -> None:
 
 @sweep_group.command("status")
 @click.argument("sweep_dir", type=click.Path(exists=True, file_okay=False))
-def sweep_status(sweep_dir: str) -> None:
-    """Cells done / running / failed / waiting, their dev scores, what they printed last, and the time left."""
+@click.option("--json", "as_json", is_flag=True, help="Print the finished cells' cost (efficiency, time breakdown, "
+              "memory) as JSON instead of the table.")
+def sweep_status(sweep_dir: str, as_json: bool) -> None:
+    """Cells done / running / failed / waiting, their dev scores, what they printed last, the time left, and the
+    sweep's efficiency: useful FLOPs over wall time × the machine's matmul peak (measured once and cached)."""
+    import json
     from pathlib import Path
 
-    from mtbio.experiments.sweep_status import status_table
+    from mtbio.experiments.sweep import read_cells
+    from mtbio.experiments.sweep_status import status_table, sweep_cost
 
-    click.echo(status_table(Path(sweep_dir)))
+    if as_json:
+        click.echo(json.dumps(sweep_cost(read_cells(Path(sweep_dir))), indent=1))
+    else:
+        click.echo(status_table(Path(sweep_dir)))
 
 
 @main.command()

@@ -33,15 +33,13 @@ def assert_efficiency(block: dict[str, Any]) -> None:
 
 
 def test_flops_per_sequence_matches_a_hand_count() -> None:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from common import flops_per_sequence
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    from mtbio.training.flops import flops_per_sequence, total_flops
+
     config = SimpleNamespace(hidden_size=4, num_hidden_layers=1, intermediate_size=8)
     # dense weights 1·(4·4² + 2·4·8) = 128; forward 2·128·2 + 1·4·2²·4 = 512 + 64
     assert flops_per_sequence(config, 2, training=False) == 576
     assert flops_per_sequence(config, 2, training=True) == 3 * 576
+    assert total_flops(config, [2, 3], training=False) == 576 + 2 * 128 * 3 + 4 * 9 * 4
 
 
 def test_bench_refine_tiny(tmp_path: Path, tiny_encoder: str) -> None:

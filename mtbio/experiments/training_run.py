@@ -15,6 +15,7 @@ train it, keep the best dev weights, score test once if asked, and write the run
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from pathlib import Path
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_
 from mtbio.run_dir import RunDir
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.events import Listener
+from mtbio.training.flops import useful_flops
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,22 @@ def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
                       pooling=task.pooling, type_options=dict(task.type_options))
+
+
+def cost_record(encoder_config: Any, state: Any, entered: float, started: float) -> dict[str, Any]:
+    """What the run cost (results.json): when it ran, where its time went (setup: reading, featurizing and
+    loading before the first step; train, evaluate and save summed over the run, resumes included), its useful
+    FLOPs (real tokens; `mtbio.training.flops`) and this process's peak resident memory so far."""
+    try:
+        flops: dict[str, float] | None = {
+            "train": useful_flops(encoder_config, state.tokens_seen, state.token_squares_seen, training=True),
+            "evaluate": useful_flops(encoder_config, state.eval_tokens, state.eval_token_squares, training=False)}
+    except AttributeError:  # an encoder config without BERT's size fields
+        flops = None
+    return {"started_at": entered, "finished_at": time.time(),
+            "phase_seconds": {"setup": started - entered, "train": state.train_seconds,
+                              "evaluate": state.eval_seconds, "save": state.save_seconds},
+            "useful_flops": flops, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step
@@ -166,6 +184,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  stage: str, data_dir: Path | None, log_file: RunLogHandler,
                  heads_source: Path | None,
                  listeners: Sequence[Listener]) -> dict[str, Any]:
+    entered = time.time()
     accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
@@ -246,6 +265,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
         **steady_throughput(state),
         "wall_seconds": time.time() - started,
+        **cost_record(trainer.unwrapped.encoder.config, state, entered, started),
     }
     learned = trainer.unwrapped.weighting.summary()  # the learned loss weights (none for --weighting fixed)
     if learned:

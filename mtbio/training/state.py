@@ -20,7 +20,12 @@ class TrainerState:
     mixer: dict[str, Any] = field(default_factory=dict)
     examples_seen: int = 0
     tokens_seen: int = 0
+    token_squares_seen: int = 0  # the sum of the trained sequences' lengths squared (attention's FLOPs)
     train_seconds: float = 0.0
+    eval_seconds: float = 0.0  # dev (and test) scoring
+    eval_tokens: int = 0
+    eval_token_squares: int = 0
+    save_seconds: float = 0.0  # checkpoints and best-weights saves
     # examples_seen and train_seconds once the warm-up steps were done (steady-state throughput)
     warm: dict[str, float] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite

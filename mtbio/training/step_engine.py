@@ -119,6 +119,7 @@ class StepEngine:
                 acc.backward(loss / self.config.grad_accum)
             total = loss.detach() if total is None else total + loss.detach()
             state.tokens_seen += sum(part.lengths[i] for i in chunk) * acc.num_processes
+            state.token_squares_seen += sum(part.lengths[i] ** 2 for i in chunk) * acc.num_processes
         self.losses.add(step, task, indices, total)
         state.examples_seen += len(indices)
         return True

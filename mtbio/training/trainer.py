@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import signal
+import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -348,7 +349,10 @@ class Trainer:
         so every process holds the same scores and no prediction is counted twice.
         """
         self.accelerator.wait_for_everyone()
-        return self._score(split)
+        started = time.perf_counter()
+        scores = self._score(split)
+        self.state.eval_seconds += time.perf_counter() - started
+        return scores
 
     def _predict_share(self, name: str, part: Any) -> list[Any]:
         """This process's share of the split's predictions, gathered from every process (examples' order)."""
@@ -373,6 +377,8 @@ class Trainer:
             if split not in data.splits:
                 continue
             part = data.splits[split]
+            self.state.eval_tokens += sum(part.lengths)
+            self.state.eval_token_squares += sum(n * n for n in part.lengths)
             predictions = self._predict_share(name, part)
             gold = [ex.label for ex in part.examples]
             groups = [ex.group for ex in part.examples]
@@ -395,7 +401,9 @@ class Trainer:
             self.state.best_score, self.state.best_step = selection, self.state.global_step
             self.state.best_scores = scores
             if self.on_best is not None and self.accelerator.is_main_process:
+                started = time.perf_counter()
                 self.on_best(self.unwrapped)
+                self.state.save_seconds += time.perf_counter() - started
         self.state.evals_since_best = 0 if improved else self.state.evals_since_best + 1
         self._last_eval = self.state.global_step
         self.log_metrics("dev", scores, selection=selection, best=improved)
@@ -420,12 +428,14 @@ class Trainer:
         """Save everything needed to resume; mid-epoch checkpoints also hold the mixer position."""
         self.read_losses()
         self.accelerator.wait_for_everyone()
+        started = time.perf_counter()
         if self.accelerator.is_main_process:
             state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
             ckpt.save_checkpoint(RunDir(self.run_dir).checkpoints_dir, self.state.global_step, self.unwrapped,
                                  self.raw_optimizer,
                                  self.scheduler, state)
         self.accelerator.wait_for_everyone()
+        self.state.save_seconds += time.perf_counter() - started
         for listener in self.listeners:
             listener.on_save(self, self.flow)
 

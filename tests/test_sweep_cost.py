@@ -1,0 +1,38 @@
+"""A sweep's cost from its cells' results.json: efficiency against the matmul peak, where the cell time went,
+the idle slot time; and the useful FLOPs a run records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mtbio.experiments.sweep import Cell
+from mtbio.experiments.sweep_status import describe_cost, sweep_cost
+
+
+def _cell(root: Path, name: str, start: float, end: float, flops: float, phases: dict[str, float]) -> Cell:
+    run = root / name / "seed-42"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({
+        "started_at": start, "finished_at": end, "mixed_precision": "bf16", "phase_seconds": phases,
+        "useful_flops": {"train": flops * 0.75, "evaluate": flops * 0.25}, "peak_rss_mb": 900.0 + start}))
+    return Cell("baseline", (name,), 42, run, "single-task", 1e-4)
+
+
+def test_efficiency_breakdown_and_idle_slots_against_hand_counts(tmp_path: Path) -> None:
+    cells = [_cell(tmp_path, "a", 100, 200, 4e12, {"setup": 10, "train": 70, "evaluate": 15, "save": 1}),
+             _cell(tmp_path, "b", 100, 150, 2e12, {"setup": 5, "train": 40, "evaluate": 4, "save": 0}),
+             _cell(tmp_path, "c", 150, 250, 4e12, {"setup": 10, "train": 80, "evaluate": 8, "save": 2})]
+    waiting = Cell("baseline", ("d",), 42, tmp_path / "d" / "seed-42", "single-task", 1e-4)  # no results: left out
+    cost = sweep_cost([*cells, waiting], peak=lambda precision: {"bf16": 1e11, "fp32": 5e10}[precision])
+    assert cost is not None and cost["cells"] == 3
+    assert cost["wall_seconds"] == 150 and cost["precision"] == "bf16"
+    assert cost["efficiency"] == pytest.approx(10e12 / (150 * 1e11))  # 0.667
+    assert cost["cell_seconds"] == 250
+    assert cost["phase_seconds"] == {"setup": 25, "train": 190, "evaluate": 27, "save": 3, "other": 5}
+    assert cost["slots"] == 2 and cost["idle_slot_seconds"] == 2 * 150 - 250
+    assert cost["peak_rss_mb"] == 1050
+    text = describe_cost(cost)
+    assert "66.7% of the machine" in text and "train 76%" in text and "2 at once" in text
+    assert sweep_cost([waiting]) is None
