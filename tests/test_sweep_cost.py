@@ -36,3 +36,22 @@ def test_efficiency_breakdown_and_idle_slots_against_hand_counts(tmp_path: Path)
     text = describe_cost(cost)
     assert "66.7% of the machine" in text and "train 76%" in text and "2 at once" in text
     assert sweep_cost([waiting]) is None
+
+
+def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_encoder: str,
+                                                       keyword_tasks: tuple[str, str]) -> None:
+    import subprocess
+    import sys
+
+    defs, data = keyword_tasks
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_sweep.py"), "--tasks", "kw-few,kw-all",
+                           "--task-defs", defs, "--data-dir", data, "--encoder", micro_encoder, "--recipe", "mt-bert",
+                           "--mixed-precision", "no", "--parallel", "1", "--results-dir", str(tmp_path), "--",
+                           "--epochs", "1", "--batch-size", "8"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "bench_sweep.json").read_text())
+    run = result["runs"][0]
+    assert run["cells"] == 3 and 0 < run["efficiency"] < 1 and run["peak_rss_mb"] > 0
+    assert set(run["dev"]) == {"baselines/kw-few/seed-42", "baselines/kw-all/seed-42", "pairs/kw-few+kw-all/seed-42"}
+    assert result["machine"]["cores"] >= 1 and result["matmul_peak_flops_per_second"]["fp32"] > 1e8
