@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import torch
 
+from mtbio.fileio import WriteError, write_json
+
 PEAKS_FILE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mtbio" / "matmul_peaks.json"
 
 
@@ -89,7 +91,7 @@ def cached_peak(precision: str, seconds: float = 2.0) -> dict[str, Any]:
         cache[key] = {"flops_per_second": matmul_peak(dtype, seconds), "measured_at": time.time()}
         try:
             PEAKS_FILE.parent.mkdir(parents=True, exist_ok=True)
-            PEAKS_FILE.write_text(json.dumps(cache, indent=1))
-        except OSError:
+            write_json(PEAKS_FILE, cache, indent=1)
+        except (OSError, WriteError):
             pass  # an unwritable cache only means measuring again next time
     return cache[key]
