@@ -121,3 +121,19 @@ def test_pairwise_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     comparison = json.loads((predicted / "comparison.json").read_text())
     assert "spearman" in json.dumps(comparison) and (predicted / "comparison.png").is_file()
     assert "Spearman" in (predicted / "comparison.txt").read_text()
+
+
+def test_transfer_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """The plain refine and its L2-SP variant, each target from every start; a rerun trains nothing."""
+    out = tmp_path / "transfer_demo"
+    settings = dict(REFINE_ON="demo-relation,demo-ner", TARGETS="demo-sts,demo-nli", SIZES="8,all", SEEDS="1",
+                    L2SP="10", ENCODER=tiny_encoder, OUT=str(out))
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
+    done = _run_script("transfer.sh", tmp_path, train_args, **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = json.loads((out / "transfer.json").read_text())
+    starts = {start for target in table["targets"] for point in target["points"] for start in point["from"]}
+    assert starts == {"demo-relation+demo-ner", "l2sp-10"}
+    assert yaml.safe_load((out / "variants" / "l2sp-10" / "config.yaml").read_text())["l2sp"] == 10
+    again = _run_script("transfer.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.transfer import size_of, transfer_plan
+from mtbio.experiments.transfer import size_of, target_sizes, transfer_plan
 from mtbio.reporting.verdicts import t_interval
 from mtbio.training.config import RunConfig
 
@@ -89,5 +89,7 @@ def test_a_target_must_be_missing_from_some_refinement_set(keyword_tasks: tuple[
     with pytest.raises(MtbioError, match="kw-few are in every refinement set"):
         transfer_plan(config)
     assert size_of("all", 96) == 96 and size_of("200", 96) == 96 and size_of("50", 96) == 50
+    assert target_sizes(["50", "200", "1000", "all"], 96) == {"50": 50, "all": 96}
+    assert target_sizes(["50", "96"], 96) == {"50": 50, "all": 96}
     with pytest.raises(MtbioError, match="neither a positive number"):
         size_of("half", 96)

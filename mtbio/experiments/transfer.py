@@ -82,6 +82,15 @@ def size_of(label: str, available: int) -> int:
     return min(int(label), available)
 
 
+def target_sizes(labels: list[str], available: int) -> dict[str, int]:
+    """The distinct training sizes of one target: a size at or above what it has is its "all", counted once."""
+    sizes: dict[str, int] = {}
+    for label in labels:
+        examples = size_of(label, available)
+        sizes.setdefault("all" if examples == available else label, examples)
+    return sizes
+
+
 def transfer_cells(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],
                    sizes: dict[str, dict[str, int]], config: RunConfig) -> list[Cell]:
     """The refine cells first, then per target, size and seed: from the plain encoder, then from each set."""
@@ -177,8 +186,7 @@ def transfer(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     check_data(list({t.name: t for t in [*refined_here, *targets]}.values()), data_dir)
     assert data_dir is not None
     labels = list(config.sizes or DEFAULT_SIZES)
-    sizes = {t.name: {label: size_of(label, split_sizes(t, data_dir).get("train", 0)) for label in labels}
-             for t in targets}
+    sizes = {t.name: target_sizes(labels, split_sizes(t, data_dir).get("train", 0)) for t in targets}
     sweep_dir = Path(config.output) if config.output else Path("runs") / "transfer" / "+".join(t.name for t in targets)
     cells = transfer_cells(sweep_dir, sets, targets, sizes, config)
 
