@@ -4,9 +4,10 @@
 # MiniLM-L6, recipe mtbio/training/recipes/minilm.yml, 2,000 examples per task, bf16), once plainly and
 # once with L2-SP toward the pretrained weights (--l2sp, a variant meant not to forget). Each held-out
 # target (NCBI-disease tagging, HoC multi-label, MQP and MEDIQA-RQE pairs) is then fine-tuned at 100, 300
-# and 1,000 training examples from the plain encoder and from each refined one, three seeds, dev scored once at the end of each cell (nothing is
-# selected on dev, so dev is a held-out score; test is not touched). Beside them: the trivial score and
-# the no-training baselines of each encoder (embedding cosine for pairs, a linear probe otherwise).
+# and 1,000 training examples from the plain encoder and from each refined one, three seeds, dev scored
+# once at the end of each cell (nothing is selected on dev, so dev is a held-out score; test is not touched).
+# Beside them: the trivial score and the no-training baselines of each encoder (embedding cosine for pairs,
+# a linear probe otherwise).
 #
 #   bash examples/transfer.sh        # resumes: finished cells and a finished variant are skipped
 #
@@ -19,7 +20,7 @@ REFINE_ON=${REFINE_ON:-chemprot,ddi,bc5cdr-chem,bc5cdr-disease}
 TARGETS=${TARGETS:-ncbi-disease,hoc,mqp,mediqa-rqe}
 SIZES=${SIZES:-100,300,1000}
 SEEDS=${SEEDS:-42 43 44}
-L2SP=${L2SP:-100}                                   # the L2-SP variant's alpha; empty: no variant
+L2SP=${L2SP-100}                                    # the L2-SP variant's alpha; empty: no variant
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}
 RECIPE=${RECIPE:-minilm}
