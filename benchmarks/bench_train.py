@@ -14,6 +14,12 @@ The matmul peak is measured in the same run.
 
     python benchmarks/bench_train.py --data-dir ../shared/data                 # bc5cdr-chem and ddi
     python benchmarks/bench_train.py --tasks bc5cdr-chem --precisions no,bf16 --seeds 3
+    python benchmarks/bench_train.py --tasks bc5cdr-chem --adapters none,lora --trainer-precisions none
+
+With `--adapters none,lora` each mtbio precision also runs with a LoRA adapter on the frozen encoder (side
+`mtbio+lora-<precision>`, the options' default rank): its speed, peak memory and dev score against full
+fine-tuning in the same precision, and the disk one more task costs (its adapter and head against a
+fine-tuned encoder and head).
 
 Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
 """
@@ -179,9 +185,15 @@ def with_pooling(task: Any, pooling: str, directory: Path) -> tuple[Any, list[st
     return variant, [str(directory)]
 
 
+def saved_bytes(run_dir: Path, adapter: str) -> int:
+    """The weights one task adds to disk: its head (and adapter), plus the encoder when it was fine-tuned."""
+    parts = [run_dir / "heads"] + ([run_dir / "encoder"] if adapter == "none" else [])
+    return sum(f.stat().st_size for part in parts for f in part.rglob("*") if f.is_file())
+
+
 def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
-              batching: dict[str, int | bool], hyper: dict[str, Any]) -> dict[str, Any]:
+              batching: dict[str, int | bool], hyper: dict[str, Any], adapter: str = "none") -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
     from mtbio.training.config import RunConfig
     from mtbio.training.option_files import read_config_file
@@ -191,7 +203,8 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
     config = RunConfig(tasks=[task.name], encoder=encoder, data_dir=str(data_dir), output=str(out_dir),
                        task_defs=task_defs, epochs=hyper["epochs"], batch_size=hyper["batch_size"], lr=hyper["lr"],
                        warmup=hyper["warmup"], weight_decay=hyper["weight_decay"], max_length=hyper["max_length"],
-                       seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, **batching)
+                       seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, adapter=adapter,
+                       **batching)
     [(run_dir, results)] = finetune(config)
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
     saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
@@ -199,7 +212,8 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
             "batching": {key: saved[key] for key in BATCHING},
             "train_examples_per_second": results["train_examples_per_second"],
             **{k: results[k] for k in ("steady_train_examples_per_second", "steady_after_steps") if k in results},
-            "train_real_tokens_per_second": results["train_tokens_per_second"]}
+            "train_real_tokens_per_second": results["train_tokens_per_second"],
+            "task_disk_bytes": saved_bytes(Path(run_dir), adapter)}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -212,7 +226,7 @@ def child(args: argparse.Namespace) -> None:
         else:
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
                                args.max_train_examples, args.task_defs, args.seed, args.pooling, batching(args),
-                               hyperparameters(args))
+                               hyperparameters(args), "lora" if args.side == "mtbio+lora" else "none")
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
 
@@ -251,6 +265,8 @@ def aggregate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
             "train_examples_per_second": median("train_examples_per_second"),
             "train_real_tokens_per_second": median("train_real_tokens_per_second"),
             "peak_memory_mb": max(run["peak_memory_mb"] for run in runs), "runs": runs}
+    if "task_disk_bytes" in runs[0]:
+        side["task_disk_bytes"] = runs[0]["task_disk_bytes"]
     if all("steady_train_examples_per_second" in run for run in runs):
         side["steady_train_examples_per_second"] = median("steady_train_examples_per_second")
     if "mean_train_flops_per_example" in runs[0]:
@@ -294,6 +310,19 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev_mean"] - base["dev_mean"])
             parts.append(f"{key}/mtbio-no ×{result[f'speedup_{key}_over_mtbio-no']:.2f} "
                          f"({result[f'difference_points_{key}_vs_mtbio-no']:+.2f} pts)")
+    for key, side in sides.items():  # LoRA against full fine-tuning in the same precision
+        full = sides.get(key.replace("mtbio+lora-", "mtbio-"))
+        if not (key.startswith("mtbio+lora-") and full):
+            continue
+        name = precision_name(key.split("-", 1)[1])
+        lora = {"speedup": side["train_examples_per_second"] / full["train_examples_per_second"],
+                "peak_memory_ratio": side["peak_memory_mb"] / full["peak_memory_mb"],
+                "difference_points": 100 * (side["dev_mean"] - full["dev_mean"]),
+                "task_disk_ratio": side["task_disk_bytes"] / full["task_disk_bytes"]}
+        result[f"lora_vs_full_{name}"] = lora
+        parts.append(f"LoRA/full {name} ×{lora['speedup']:.2f} speed, ×{lora['peak_memory_ratio']:.2f} memory, "
+                     f"{lora['difference_points']:+.2f} pts, disk per task ×{lora['task_disk_ratio']:.3f} "
+                     f"({side['task_disk_bytes'] / 1e6:.1f} MB vs {full['task_disk_bytes'] / 1e6:.1f} MB)")
     return "; ".join(parts)
 
 
@@ -302,7 +331,8 @@ def parent(args: argparse.Namespace) -> None:
 
     info = machine()
     precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
-    trainer_precisions = args.trainer_precisions.split(",")
+    trainer_precisions = [p for p in args.trainer_precisions.split(",") if p != "none"]
+    adapters = args.adapters.split(",")
     peaks = matmul_peaks()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -329,9 +359,10 @@ def parent(args: argparse.Namespace) -> None:
                 f"-{BATCHING[key]}{int(value)}" for key, value in batching(args).items())
             stem += (f"-b{args.batch_size}" if args.batch_size != HYPER["batch_size"] else "") + (
                 f"-len{args.max_length}" if args.max_length != HYPER["max_length"] and not args.fixed_length else "")
-            stem += device_tag()
+            stem += ("-lora" if "lora" in adapters else "") + device_tag()
             order = [*(("mtbio", p) for p in precisions if p == "no"), *(("trainer", p) for p in trainer_precisions),
-                     *(("mtbio", p) for p in precisions if p != "no")]
+                     *(("mtbio", p) for p in precisions if p != "no"),
+                     *(("mtbio+lora", p) for p in precisions if "lora" in adapters)]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
             for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
                 for side, precision in order:
@@ -351,7 +382,10 @@ def main() -> None:
     parser.add_argument("--encoder", default=None, help="Encoder path or name; `bert-base-random` for BERT-base.")
     parser.add_argument("--precisions", default="no,bf16",
                         help="mtbio precisions (no, bf16, fp16); unsupported ones are skipped.")
-    parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16).")
+    parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16; none: no "
+                        "Trainer side).")
+    parser.add_argument("--adapters", default="none", help="none,lora: also train mtbio with a LoRA adapter per "
+                        "precision (the mtbio+lora sides) and compare it with full fine-tuning.")
     parser.add_argument("--max-train-examples", type=int, default=None, help="Cap train examples (quick runs).")
     parser.add_argument("--pooling", choices=["cls", "pooler"], default="cls",
                         help="mtbio sentence heads: cls (mtbio's default) or pooler (the same head as the Trainer's "
@@ -373,7 +407,7 @@ def main() -> None:
                              "128) instead of --tasks; --max-train-examples sets its size (default 16384).")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
-    parser.add_argument("--side", choices=["mtbio", "trainer"], help=argparse.SUPPRESS)
+    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "trainer"], help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=FIRST_SEED, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)

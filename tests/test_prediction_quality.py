@@ -33,6 +33,19 @@ def test_ndcg_and_regret_by_hand() -> None:
     assert regret_at(2, predicted, measured) == pytest.approx(0.0)
 
 
+def test_tied_predictions_count_as_a_random_order() -> None:
+    """A constant predictor scores what a random pick scores, whatever order the partners are listed in."""
+    measured, constant = [0.5, 0.2, 0.0], [1.0, 1.0, 1.0]
+    assert regret_at(1, constant, measured) == pytest.approx((0.0 + 0.3 + 0.5) / 3)
+    assert regret_at(2, constant, measured) == pytest.approx((0.0 + 0.0 + 0.3) / 3)  # pairs {0,1} {0,2} {1,2}
+    assert ndcg_at(1, constant, measured) == pytest.approx((0.5 + 0.2 + 0.0) / 3 / 0.5)
+    # two tied at the top, the third last: the top place holds the mean of the tied two's gains
+    assert ndcg_at(1, [2.0, 2.0, 1.0], measured) == pytest.approx(0.35 / 0.5)
+    found = per_target(graph({"a": {"b": 1.0, "c": 1.0, "d": 1.0}}), graph({"a": {"b": 0.3, "c": 0.2, "d": 0.1}}),
+                       TASKS)
+    assert found["a"]["top1"] == pytest.approx(1 / 3) and found["a"]["spearman"] == 0.0
+
+
 def test_per_target_figures_and_top1_against_chance() -> None:
     measured = graph({"a": {"b": 0.3, "c": 0.2, "d": 0.1}, "b": {"a": 0.3, "c": 0.2, "d": 0.1}})
     predicted = graph({"a": {"b": 3, "c": 2, "d": 1}, "b": {"a": 1, "c": 2, "d": 3}})

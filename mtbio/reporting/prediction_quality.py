@@ -37,19 +37,35 @@ def _rho(x: Sequence[float], y: Sequence[float]) -> float:
     return float(spearmanr(x, y).statistic)
 
 
+def _tie_blocks(predicted: Sequence[float]) -> list[list[int]]:
+    """Indices grouped by equal predicted score, best group first."""
+    order = sorted(range(len(predicted)), key=lambda i: -predicted[i])
+    return [list(group) for _, group in itertools.groupby(order, key=lambda i: predicted[i])]
+
+
 def ndcg_at(k: int, predicted: Sequence[float], measured: Sequence[float]) -> float:
-    """NDCG@k of the order `predicted` gives, with gains measured − min(measured) (1.0 if all gains are 0)."""
+    """NDCG@k of the order `predicted` gives, with gains measured − min(measured) (1.0 if all gains are 0);
+    tied predictions count as a random order among themselves (each place of a tied block gets its mean gain)."""
     gains = np.asarray(measured, dtype=float) - min(measured)
     discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    order = np.argsort(-np.asarray(predicted, dtype=float), kind="stable")[:k]
+    placed = [float(np.mean(gains[block])) for block in _tie_blocks(predicted) for _ in block][:k]
     ideal = float(np.sort(gains)[::-1][:k] @ discounts[:min(k, len(gains))])
-    return float(gains[order] @ discounts[:len(order)]) / ideal if ideal > 0 else 1.0
+    return float(np.asarray(placed) @ discounts[:len(placed)]) / ideal if ideal > 0 else 1.0
 
 
 def regret_at(k: int, predicted: Sequence[float], measured: Sequence[float]) -> float:
-    """max(measured) − the best measured Δ among the predicted top k."""
-    order = np.argsort(-np.asarray(predicted, dtype=float), kind="stable")[:k]
-    return float(max(measured) - max(np.asarray(measured, dtype=float)[order]))
+    """max(measured) − the best measured Δ among the predicted top k, averaged over the ways ties at the cut
+    can fall (a constant prediction gets the regret of a random pick)."""
+    y = np.asarray(measured, dtype=float)
+    taken: list[int] = []
+    for block in _tie_blocks(predicted):
+        room = k - len(taken)
+        if len(block) <= room:
+            taken += block
+            continue
+        best = [max(y[taken + list(pick)]) for pick in itertools.combinations(block, room)] if room else [max(y[taken])]
+        return float(max(y) - np.mean(best))
+    return float(max(y) - max(y[taken]))
 
 
 def per_target(predicted: Mapping[Pair, float], measured: Mapping[Pair, float], tasks: Sequence[str],
@@ -62,11 +78,11 @@ def per_target(predicted: Mapping[Pair, float], measured: Mapping[Pair, float], 
             continue
         x = [predicted[(s, target)] for s in partners]
         y = [measured[(s, target)] for s in partners]
-        best_predicted = partners[int(np.argmax(x))]
+        tied_best = _tie_blocks(x)[0]
         out[target] = {
             "partners": len(partners), "spearman": _rho(x, y),
             "kendall": float(kendalltau(x, y).statistic) if np.ptp(x) and np.ptp(y) else 0.0,
-            "top1": float(measured[(best_predicted, target)] == max(y)), "chance_top1": 1.0 / len(partners),
+            "top1": float(np.mean([y[i] == max(y) for i in tied_best])), "chance_top1": 1.0 / len(partners),
             **{f"ndcg@{k}": ndcg_at(k, x, y) for k in ks if k < len(partners)},
             **{f"regret@{k}": regret_at(k, x, y) for k in ks if k < len(partners)}}
     return out
