@@ -501,16 +501,25 @@ def _floats(_ctx: click.Context, param: click.Parameter, value: str | None) -> l
 @click.option("--weights", callback=_floats, help="One weight per task vector, comma-separated (default: 1 for ties, "
               "1/n for dare_linear, equal for average).")
 @click.option("--base", help="The encoder the runs were fine-tuned from (default: their results.json's encoder_source).")
-@click.option("--seed", type=int, default=42, show_default=True, help="Seeds dare_linear's random drops.")
+@click.option("--seed", type=int, help="Seeds dare_linear's random drops; also the merged run's seed in `report`'s "
+              "tables.  [default: the runs' seed when they share one, else 42]")
+@click.option("--score", "splits", multiple=True, type=click.Choice(["dev", "test"]),
+              help="Score the merged run on this split and record it in its results.json, as training records it "
+                   "(repeatable), so `report` tables it beside trained runs.")
+@click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR); for --score.")
 def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, weights: list[float] | None,
-          base: str | None, seed: int) -> None:
+          base: str | None, seed: int | None, splits: tuple[str, ...], data_dir: str | None) -> None:
     """Merge fine-tuned runs' encoders into one run carrying every run's heads (mtbio evaluate scores it)."""
     from pathlib import Path
 
-    from mtbio.experiments.merge import merge_runs
+    from mtbio.experiments.merge import merge_runs, score_merged
+    from mtbio.tasks.loading import resolve_data_dir
 
     target = merge_runs([Path(p) for p in run_dirs], method, Path(output), density, weights, base, seed)
-    click.echo(f"written: {target} (score it with: mtbio evaluate {target})")
+    for split, scores in score_merged(target, splits, resolve_data_dir(data_dir) if splits else None).items():
+        click.echo(f"{split}: " + "; ".join(f"{task} " + ", ".join(f"{k} {v:.4f}" for k, v in values.items())
+                                           for task, values in scores.items()))
+    click.echo(f"written: {target}" + ("" if splits else f" (score it with: mtbio evaluate {target})"))
 
 
 @main.command()

@@ -168,6 +168,13 @@ def test_merge_of_a_run_with_itself_reproduces_its_scores(
         assert result.exit_code == 0, result.output
         [row] = evaluate_paths([out], "dev", data, precision="no")["rows"]
         assert row["stage"] == "merge" and row["scores"]["kw-all"] == pytest.approx(results["dev"]["kw-all"]), method
+    # --score records the scores in results.json, as a trained run does, so `report` tables a merged run
+    scored = tmp_path / "merged-scored"
+    result = CliRunner().invoke(main, ["merge", str(run_dir), str(run_dir), "--method", "average", "--output",
+                                       str(scored), "--score", "dev", "--data-dir", str(data)])
+    assert result.exit_code == 0 and "dev: kw-all" in result.output, result.output
+    saved = json.loads((scored / "results.json").read_text())
+    assert saved["dev"]["kw-all"] == pytest.approx(results["dev"]["kw-all"]) and saved["test"] == {}
 
 
 def test_merge_equals_peft_merge_utils_applied_by_hand(

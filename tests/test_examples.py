@@ -79,6 +79,17 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
     assert again.returncode == 0, again.stderr[-2000:]
     assert not (tmp_path / "runs").exists()  # nothing was retrained
     assert (tmp_path / "results" / "table-dev.md").read_text() == table
+    # examples/adapters.sh on these cells: LoRA rows and merged encoders beside Table 3's three rows
+    lora = dict(settings, TABLE3=str(tmp_path / "results"), OUT=str(tmp_path / "adapter-runs"),
+                RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-4 1e-3", MERGE_METHODS="ties average", SEEDS="2")
+    adapters = _run_script("adapters.sh", tmp_path, train_args, **lora)
+    assert adapters.returncode == 0, adapters.stderr[-2000:]
+    assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout
+    table = (tmp_path / "adapters" / "table-dev.md").read_text()
+    for row in ("single-task-lora", "mt-fine-tune", "refined-lora", "merged-"):
+        assert row in table, row
+    merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
+    assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
 
 
 def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
@@ -137,3 +148,17 @@ def test_transfer_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     assert yaml.safe_load((out / "variants" / "l2sp-10" / "config.yaml").read_text())["l2sp"] == 10
     again = _run_script("transfer.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
+
+
+def test_predictor_validation_script_reads_the_committed_graphs(tmp_path: Path) -> None:
+    """Every committed predictor judged within target on both committed graphs, p values Holm-adjusted per graph."""
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "predictor_validation.py"), "--output", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for judged in summary.values():
+        assert set(judged["predictors"]) == {"lookahead", "cosine", "size_ratio", "text_similarity", "fisher"}
+        rows = sorted(judged["predictors"].values(), key=lambda row: row["permutation_p"])
+        assert all(row["targets"] == 4 and row["holm_p"] >= row["permutation_p"] for row in rows)
+        assert rows[0]["holm_p"] == min(1.0, 5 * rows[0]["permutation_p"])
+    assert "| biomedical predictor |" in done.stdout

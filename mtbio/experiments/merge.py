@@ -75,10 +75,11 @@ def merge_tensors(method: str, base: Any, tuned: list[Any], weights: Sequence[fl
 
 
 def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: float = 0.5,
-               weights: Sequence[float] | None = None, base: str | None = None, seed: int = 42) -> Path:
+               weights: Sequence[float] | None = None, base: str | None = None, seed: int | None = None) -> Path:
     """Merge the runs' encoders (see the module docstring) into the run directory `output`; returns it.
     `weights`: one per task vector (default: 1 for ties, 1/n for dare_linear, equal for average); `base`: the
-    encoder the runs started from (default: their results.json's `encoder_source`); `seed`: dare's random drops."""
+    encoder the runs started from (default: their results.json's `encoder_source`); `seed`: dare's random drops
+    and the merged run's seed in tables (default: the runs' own seed when they share one, else 42)."""
     import torch
 
     if method not in METHODS:
@@ -105,6 +106,9 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
             raise MtbioError(f"{run}: its encoder's weights do not match the base encoder "
                              f"{source or 'the packaged MiniLM-L6'} (names or shapes differ); merge runs fine-tuned "
                              "from that encoder, or give --base")
+    if seed is None:
+        shared = {RunDir(run).config().get("seed") for run in run_dirs}
+        seed = int(shared.pop()) if len(shared) == 1 and None not in shared else 42
     torch.manual_seed(seed)
     merged = {name: merge_tensors(method, value, [state[name] for _, state in tuned], weights, density)
               if value.is_floating_point() else value for name, value in base_state.items()}
@@ -115,3 +119,18 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
                            "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
                            "weights": weights, "seed": seed, "dev": {}, "test": {}})
     return output
+
+
+def score_merged(run_dir: Path, splits: Sequence[str], data_dir: Path | None) -> dict[str, Any]:
+    """Score a merged run on `splits` and record the scores in its results.json (as a trained run records
+    them), so `report` tables it beside trained runs; returns {split: {task: scores}}."""
+    from mtbio.experiments.evaluate import evaluate_paths
+
+    run = RunDir(run_dir)
+    results = run.results()
+    for split in splits:
+        [row] = evaluate_paths([run_dir], split, data_dir)["rows"]
+        results[split] = row["scores"]
+    run.write_results(results)
+    return {split: results[split] for split in splits}
+

@@ -75,7 +75,7 @@ def read_run_scores(run_dir: Path, split: str,
     """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
     the task's primary (declared) metric, or the one `metrics` names (any metric the run saved)."""
     results = RunDir(run_dir).results()
-    seed = int(RunDir(run_dir).config().get("seed", 0))
+    seed = int(RunDir(run_dir).config().get("seed", results.get("seed", 0)))  # a merged run has no config.yaml
     rows = []
     for task, scores in (results.get(split) or {}).items():
         definition = _read_yaml(RunDir(run_dir).tasks_dir / f"{task}.yml")

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# One encoder, many tasks (issue 32): Table 3's four biomedical tasks in six rows, at the Table 3 study's scale
+# and recipe (the packaged MiniLM-L6, mtbio/training/recipes/minilm.yml, 2,000 training examples per task,
+# bf16, dev scored once at the end, test scored once with the weights dev chose):
+#
+#   single-task, MT-Refinement, MT-Fine-Tune   the committed cells of examples/mtbert_biomedical.sh
+#   single-task LoRA                           the encoder frozen, one LoRA + head per task
+#   refined + LoRA                             the refined encoder frozen, one LoRA + head per task
+#   merged                                     the four single-task encoders merged into one (mtbio merge)
+#
+# Chosen on dev, never on test: the LoRA learning rate (LORA_LRS, seed 42's mean dev over the four tasks) and
+# the merge method (MERGE_METHODS, mean dev over seeds and tasks). The tables test each row against
+# single-task per task (paired over seeds, Holm over the table's tests).
+#
+#   bash examples/adapters.sh       # resumes: finished cells are skipped
+#
+# Weights go to OUT (not committed); the small files of every finished cell to RESULTS (committed).
+# tests/test_examples.py runs this script in a tiny mode.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TASKS=${TASKS:-chemprot,ddi,bc5cdr-disease,bc5cdr-chem}
+SEEDS=${SEEDS:-42 43 44}
+DATA_DIR=${DATA_DIR:-../shared/data}
+ENCODER=${ENCODER:-minilm}
+RECIPE=${RECIPE:-minilm}
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
+LORA_LRS=${LORA_LRS:-2e-4 1e-3}
+MERGE_METHODS=${MERGE_METHODS:-ties average}
+SPLITS=${SPLITS:-dev test}                          # tables to write; test is scored only if listed
+TABLE3=${TABLE3:-$HERE/mtbert_biomedical}           # the committed single-task, refine and mt-fine-tune cells
+OUT=${OUT:-runs/adapters-biomedical}
+RESULTS=${RESULTS:-$HERE/adapters_biomedical}
+MTBIO=${MTBIO:-mtbio}
+
+read -r -a train_args <<< "$TRAIN_ARGS"
+read -r -a seeds <<< "$SEEDS"
+common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" "${train_args[@]}" --resume)
+scores=()
+for split in $SPLITS; do scores+=(--score "$split"); done
+[[ " $SPLITS " == *" test "* ]] && common+=(--eval-test)
+tasks=${TASKS//,/ }
+
+done_cell() { [ -f "$RESULTS/$1/results.json" ]; }
+keep() {  # a finished cell's small files, from OUT to RESULTS
+  mkdir -p "$RESULTS/$1/tasks"
+  cp "$OUT/$1/results.json" "$OUT/$1/config.yaml" "$RESULTS/$1/" 2>/dev/null || cp "$OUT/$1/results.json" "$RESULTS/$1/"
+  cp "$OUT/$1/tasks/"*.yml "$RESULTS/$1/tasks/"
+}
+mean_dev() {  # mean primary dev score over the finished runs under the given directories
+  python - "$@" <<'EOF'
+import json, sys, pathlib, yaml
+scores = []
+for folder in sys.argv[1:]:
+    for results in pathlib.Path(folder).rglob("results.json"):
+        saved = json.loads(results.read_text())
+        for task, values in saved.get("dev", {}).items():
+            metric = yaml.safe_load((results.parent / "tasks" / f"{task}.yml").read_text())["metric"]
+            scores.append(values[metric])
+print(sum(scores) / len(scores))
+EOF
+}
+lora_cell() {  # lora_cell CELL SEED LR [START]: one task per call, TASK from the cell's name; START a refine run
+  local cell=$1 seed=$2 lr=$3 start=(--encoder "$ENCODER")
+  [ -n "${4:-}" ] && start=(--from "$4")
+  done_cell "$cell" && return 0
+  "$MTBIO" finetune --task "$(basename "$cell")" "${start[@]}" --seed "$seed" "${common[@]}" --adapter lora \
+      --lr "$lr" --output "$OUT/$(dirname "$cell")"
+  keep "$cell"
+}
+
+# 1. the LoRA learning rate, on seed 42's dev
+for lr in $LORA_LRS; do
+  for task in $tasks; do lora_cell "single-task-lora/lr-$lr/seed-${seeds[0]}/$task" "${seeds[0]}" "$lr"; done
+done
+best_lr="" best=-1
+for lr in $LORA_LRS; do
+  score=$(mean_dev "$RESULTS/single-task-lora/lr-$lr/seed-${seeds[0]}")
+  if python -c "import sys; sys.exit(not $score > $best)"; then best=$score best_lr=$lr; fi
+done
+echo "LoRA learning rate chosen on dev (seed ${seeds[0]}, mean over tasks): $best_lr ($best)"
+
+for seed in "${seeds[@]}"; do
+  # 2. single-task LoRA at the chosen rate
+  for task in $tasks; do lora_cell "single-task-lora/lr-$best_lr/seed-$seed/$task" "$seed" "$best_lr"; done
+  # 3. refined + LoRA: the refine run retrained with its weights (Table 3's cells keep none)
+  refined=$OUT/refine/seed-$seed
+  need=0
+  for task in $tasks; do done_cell "refined-lora/seed-$seed/$task" || need=1; done
+  if [ $need = 1 ]; then
+    [ -f "$refined/results.json" ] || "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --seed "$seed" \
+        "${common[@]}" --output "$refined"
+    for task in $tasks; do lora_cell "refined-lora/seed-$seed/$task" "$seed" "$best_lr" "$refined"; done
+  fi
+  # 4. merged single-task encoders: the single-task runs retrained with their weights
+  need=0
+  for method in $MERGE_METHODS; do done_cell "merged/$method/seed-$seed" || need=1; done
+  if [ $need = 1 ]; then
+    runs=()
+    for task in $tasks; do
+      [ -f "$OUT/single-task/seed-$seed/$task/results.json" ] || "$MTBIO" finetune --task "$task" \
+          --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/single-task/seed-$seed"
+      runs+=("$OUT/single-task/seed-$seed/$task")
+    done
+    for method in $MERGE_METHODS; do
+      done_cell "merged/$method/seed-$seed" && continue
+      rm -rf "$OUT/merged/$method/seed-$seed"
+      "$MTBIO" merge "${runs[@]}" --method "$method" "${scores[@]}" --data-dir "$DATA_DIR" \
+          --output "$OUT/merged/$method/seed-$seed"
+      keep "merged/$method/seed-$seed"
+    done
+  fi
+done
+
+# 5. the merge method, on dev over every seed; then the tables
+best_method="" best=-1
+for method in $MERGE_METHODS; do
+  score=$(mean_dev "$RESULTS/merged/$method")
+  if python -c "import sys; sys.exit(not $score > $best)"; then best=$score best_method=$method; fi
+done
+echo "merge method chosen on dev (mean over seeds and tasks): $best_method ($best)"
+for split in $SPLITS; do
+  "$MTBIO" report "$TABLE3/single-task" "$RESULTS/single-task-lora/lr-$best_lr" "$TABLE3/refine" \
+      "$TABLE3/mt-fine-tune" "$RESULTS/refined-lora" "$RESULTS/merged/$best_method" \
+      --label single-task --label single-task-lora --label mt-refinement --label mt-fine-tune \
+      --label refined-lora --label "merged-$best_method" --split "$split" --trivial --data-dir "$DATA_DIR" \
+      --compare-to single-task --compare-each --output "$RESULTS/table-$split.md"
+done
