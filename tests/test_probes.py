@@ -85,9 +85,38 @@ def test_a_similarity_the_cosine_explains_exactly_scores_one(tiny: tuple[AutoMod
     assert scores["cosine-mean"]["pearson"] == pytest.approx(1.0, abs=1e-9)
 
 
-def test_tagging_tasks_have_no_baseline_yet(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+def test_the_token_probe_of_a_tagging_task(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    """Each word's first sub-word vector, computed here one sentence at a time, into a logistic regression;
+    its tags scored by entity F1 by hand."""
+    from mtbio.evaluation.metrics import score_task
+
     task = load_task_def(DEFS / "demo-ner.yml")
-    assert no_training_scores(task, *tiny, [], []) == {}
+    train, dev = read_split(task, "train", SAMPLE_DIR, 40), read_split(task, "dev", SAMPLE_DIR, 20)
+    model, tokenizer = tiny
+
+    def vectors(example):  # no batching, no padding
+        enc = tokenizer(example.tokens, is_split_into_words=True, truncation=True, max_length=64, return_tensors="pt")
+        with torch.no_grad():
+            hidden = model(**enc).last_hidden_state[0].double().numpy()
+        firsts = {}
+        for position, word in enumerate(enc.word_ids(0)):
+            if word is not None and word not in firsts:
+                firsts[word] = position
+        return hidden[[firsts[w] for w in sorted(firsts)]], len(firsts)
+
+    fitted = [vectors(ex) for ex in train]
+    x = np.concatenate([v for v, _ in fitted])
+    y = [tag for ex, (_, n) in zip(train, fitted) for tag in ex.label[:n]]
+    probe = LogisticRegression(max_iter=1000).fit(x, y)
+    tags = []
+    for ex in dev:
+        v, n = vectors(ex)
+        tags.append([str(t) for t in probe.predict(v)] + ["O"] * (len(ex.tokens) - n))
+    expected = score_task(task, [ex.label for ex in dev], tags, [ex.group for ex in dev])
+    scores = no_training_scores(task, model, tokenizer, train, dev, max_length=64)
+    assert set(scores) == {"probe"}
+    assert scores["probe"]["entity_f1"] == pytest.approx(expected["entity_f1"], abs=1e-9)
+    assert expected["entity_f1"] > 0.05  # some entities found, even from a tiny random encoder's vectors
 
 
 def test_the_command_on_real_pairs(data_dir: Path, tiny_encoder: str, tmp_path: Path) -> None:

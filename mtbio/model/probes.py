@@ -9,7 +9,8 @@ means something only beside these (and the trivial score).
   (logistic regression, one per label for multi-label; ridge for regression) on frozen mean-pooled
   embeddings of the input (a pair encoded together, as the fine-tuned heads see it).
 
-Tagging tasks have no baseline here yet (a token-level probe).
+- `probe` (tagging): a multinomial logistic regression on the frozen embedding of each word's first
+  sub-word, one tag per word (words past the encoder's length are tagged `O`).
 """
 from __future__ import annotations
 
@@ -54,6 +55,48 @@ def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[
     return np.concatenate(rows) if rows else np.zeros((0, int(encoder.config.hidden_size)))
 
 
+@torch.no_grad()
+def word_embeddings(encoder: Any, tokenizer: Any, sentences: Sequence[Sequence[str]], max_length: int = 128,
+                    batch_size: int = 32) -> list[np.ndarray]:
+    """Per sentence, the last-layer vector of each word's first sub-word (float64, words × hidden; a word
+    cut off by `max_length` gets no row, so a sentence may have fewer rows than words)."""
+    encoder.eval()
+    out: list[np.ndarray] = []
+    for start in range(0, len(sentences), batch_size):
+        batch = [list(words) for words in sentences[start:start + batch_size]]
+        inputs = tokenizer(batch, is_split_into_words=True, padding=True, truncation=True, max_length=max_length,
+                           return_tensors="pt")
+        hidden = encoder(**{k: v for k, v in inputs.items() if k != "offset_mapping"}).last_hidden_state.float()
+        for row in range(len(batch)):
+            firsts: dict[int, int] = {}
+            for position, word in enumerate(inputs.word_ids(row)):
+                if word is not None and word not in firsts:
+                    firsts[word] = position
+            out.append(hidden[row, [firsts[w] for w in sorted(firsts)]].double().numpy())
+    return out
+
+
+def tag_probe(encoder: Any, tokenizer: Any, train: Sequence[Example], scored: Sequence[Example],
+              max_length: int) -> list[list[str]]:
+    """The token-level probe's tags for `scored`: a logistic regression from each word's vector to its tag."""
+    from sklearn.linear_model import LogisticRegression
+
+    fit = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in train], max_length)
+    x = np.concatenate([v for v in fit if len(v)]) if any(len(v) for v in fit) else np.zeros((0, 1))
+    y = [str(tag) for ex, v in zip(train, fit) for tag in list(ex.label or [])[:len(v)]]  # type: ignore[arg-type]
+    vectors = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in scored], max_length)
+    if len(set(y)) < 2:
+        model = None
+    else:
+        model = LogisticRegression(max_iter=1000).fit(x, y)
+    tags = []
+    for ex, v in zip(scored, vectors):
+        words = len(ex.tokens or [])
+        predicted = [str(t) for t in model.predict(v)] if model is not None and len(v) else [y[0] if y else "O"] * len(v)
+        tags.append(predicted + ["O"] * (words - len(predicted)))
+    return tags
+
+
 def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], pooling: str, max_length: int) -> np.ndarray:
     """cos(embed(text), embed(text_b)) per pair example, the two texts encoded separately."""
     a = embed(encoder, tokenizer, [ex.text or "" for ex in examples], pooling=pooling, max_length=max_length)
@@ -90,10 +133,10 @@ def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x:
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                        scored: Sequence[Example], max_length: int | None = None) -> dict[str, dict[str, float]]:
     """{baseline name: `score_task` result on `scored`} for every baseline the task has."""
-    if task.kind.reads == "words":
-        return {}
     length = max_length or task.max_length
     gold, groups = [ex.label for ex in scored], [ex.group for ex in scored]
+    if task.kind.reads == "words":
+        return {"probe": score_task(task, gold, tag_probe(encoder, tokenizer, train, scored, length), groups)}
     results: dict[str, dict[str, float]] = {}
     if is_pair_task(task):
         for pooling in POOLINGS:
