@@ -66,6 +66,20 @@ def test_the_exact_permutation_p() -> None:
     assert permutation_p(reversed_, measured, TASKS)[0] == pytest.approx(1.0)
 
 
+def test_the_sampled_permutation_p_agrees_with_the_exact_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mtbio.reporting.prediction_quality as quality
+
+    measured = graph({"a": {"b": 0.3, "c": 0.2, "d": 0.1}, "b": {"a": 0.3, "c": 0.2, "d": 0.1},
+                      "c": {"a": 0.1, "b": 0.3, "d": 0.2}})
+    predicted = graph({"a": {"b": 3, "c": 2, "d": 1}, "b": {"a": 2, "c": 3, "d": 1}, "c": {"a": 1, "b": 2, "d": 3}})
+    exact, is_exact = permutation_p(predicted, measured, TASKS)
+    monkeypatch.setattr(quality, "TABLE_LIMIT", 1)
+    monkeypatch.setattr(quality, "PERMUTATIONS", 4000)
+    sampled, sampled_exact = permutation_p(predicted, measured, TASKS)
+    assert is_exact and not sampled_exact
+    assert sampled == pytest.approx(exact, abs=0.025)  # 4,000 draws: sd of the estimate about 0.005
+
+
 def test_the_within_target_noise_ceiling() -> None:
     same = {("b", "a"): {"1": 0.3, "2": 0.3}, ("c", "a"): {"1": 0.2, "2": 0.2}, ("d", "a"): {"1": 0.1, "2": 0.1}}
     assert within_target_ceiling(same, TASKS) == {"seeds": 2, "r1": 1.0, "reliability": 1.0, "ceiling": 1.0}

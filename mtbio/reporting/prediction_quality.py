@@ -5,7 +5,8 @@ Per target with at least three partners: Spearman and Kendall; top-1 hit (the pr
 the measured best) against chance (1 / partners); NDCG@k with gains Δ − (the target's lowest Δ);
 regret@k, the measured Δ lost by taking the predicted top k instead of the best partner. The mean
 within-target Spearman gets a permutation p (each target's predicted scores shuffled among its
-partners: exact where there are at most 50,000 arrangements, else 20,000 random ones), a bootstrap
+partners: exact, by convolving the targets' tables of all their arrangements, where no target has more
+than six partners; else 20,000 random arrangements), a bootstrap
 interval over targets, and its fraction of the noise ceiling: the square root of the reliability of
 the measured K-seed mean, K·r₁ / (1 + (K−1)·r₁), r₁ the mean Spearman between two seeds' within-target
 rankings.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,8 +24,8 @@ import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
 Pair = tuple[str, str]  # (source, target)
-EXACT_LIMIT = 50_000
 PERMUTATIONS = 20_000
+TABLE_LIMIT = 720  # targets with up to 6 partners: the exact null distribution; more: random arrangements
 BOOTSTRAP = 2000
 
 
@@ -97,11 +99,19 @@ def permutation_p(predicted: Mapping[Pair, float], measured: Mapping[Pair, float
     if not blocks:
         return float("nan"), True
     observed = statistics.fmean(_rho(x, y) for x, y in blocks)
-    arrangements = math.prod(math.factorial(len(x)) for x, _ in blocks)
-    if arrangements <= EXACT_LIMIT:
-        per_block = [[_rho(list(p), y) for p in itertools.permutations(x)] for x, y in blocks]
-        stats = [statistics.fmean(combo) for combo in itertools.product(*per_block)]
-        return sum(s >= observed - 1e-12 for s in stats) / len(stats), True
+    if all(math.factorial(len(x)) <= TABLE_LIMIT for x, _ in blocks):
+        # exact: each block's shuffled Spearman is one of its arrangements' values, all equally likely, so the
+        # null distribution of the sum is the convolution of the blocks' tables
+        sums: Counter[float] = Counter({0.0: 1})
+        for x, y in blocks:
+            table = [_rho(list(p), y) for p in itertools.permutations(x)]
+            step: Counter[float] = Counter()
+            for total, count in sums.items():
+                for value in table:
+                    step[round(total + value, 9)] += count
+            sums = step
+        hits = sum(count for total, count in sums.items() if total / len(blocks) >= observed - 1e-9)
+        return hits / sum(sums.values()), True
     rng = np.random.default_rng(seed)
     hits = sum(statistics.fmean(_rho(list(rng.permutation(x)), y) for x, y in blocks) >= observed - 1e-12
                for _ in range(PERMUTATIONS))
