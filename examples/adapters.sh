@@ -47,17 +47,18 @@ keep() {  # a finished cell's small files, from OUT to RESULTS
   cp "$OUT/$1/results.json" "$OUT/$1/config.yaml" "$RESULTS/$1/" 2>/dev/null || cp "$OUT/$1/results.json" "$RESULTS/$1/"
   cp "$OUT/$1/tasks/"*.yml "$RESULTS/$1/tasks/"
 }
-mean_dev() {  # mean primary dev score over the finished runs under the given directories
-  python - "$@" <<'EOF'
+best_on_dev() {  # best_on_dev TEMPLATE CHOICE...: prints "CHOICE SCORE" for the choice whose runs under
+  python - "$@" <<'EOF'   # TEMPLATE ({} = the choice) have the best mean primary dev score over tasks and seeds
 import json, sys, pathlib, yaml
-scores = []
-for folder in sys.argv[1:]:
+def mean_dev(folder):
+    scores = []
     for results in pathlib.Path(folder).rglob("results.json"):
-        saved = json.loads(results.read_text())
-        for task, values in saved.get("dev", {}).items():
-            metric = yaml.safe_load((results.parent / "tasks" / f"{task}.yml").read_text())["metric"]
-            scores.append(values[metric])
-print(sum(scores) / len(scores))
+        for task, values in json.loads(results.read_text()).get("dev", {}).items():
+            scores.append(values[yaml.safe_load((results.parent / "tasks" / f"{task}.yml").read_text())["metric"]])
+    return sum(scores) / len(scores)
+template, choices = sys.argv[1], sys.argv[2:]
+best = max(choices, key=lambda choice: mean_dev(template.replace("{}", choice)))
+print(best, round(mean_dev(template.replace("{}", best)), 6))
 EOF
 }
 lora_cell() {  # lora_cell CELL SEED LR [START]: one task per call, TASK from the cell's name; START a refine run
@@ -73,11 +74,7 @@ lora_cell() {  # lora_cell CELL SEED LR [START]: one task per call, TASK from th
 for lr in $LORA_LRS; do
   for task in $tasks; do lora_cell "single-task-lora/lr-$lr/seed-${seeds[0]}/$task" "${seeds[0]}" "$lr"; done
 done
-best_lr="" best=-1
-for lr in $LORA_LRS; do
-  score=$(mean_dev "$RESULTS/single-task-lora/lr-$lr/seed-${seeds[0]}")
-  if python -c "import sys; sys.exit(not $score > $best)"; then best=$score best_lr=$lr; fi
-done
+read -r best_lr best <<< "$(best_on_dev "$RESULTS/single-task-lora/lr-{}/seed-${seeds[0]}" $LORA_LRS)"
 echo "LoRA learning rate chosen on dev (seed ${seeds[0]}, mean over tasks): $best_lr ($best)"
 
 for seed in "${seeds[@]}"; do
@@ -113,11 +110,7 @@ for seed in "${seeds[@]}"; do
 done
 
 # 5. the merge method, on dev over every seed; then the tables
-best_method="" best=-1
-for method in $MERGE_METHODS; do
-  score=$(mean_dev "$RESULTS/merged/$method")
-  if python -c "import sys; sys.exit(not $score > $best)"; then best=$score best_method=$method; fi
-done
+read -r best_method best <<< "$(best_on_dev "$RESULTS/merged/{}" $MERGE_METHODS)"
 echo "merge method chosen on dev (mean over seeds and tasks): $best_method ($best)"
 for split in $SPLITS; do
   "$MTBIO" report "$TABLE3/single-task" "$RESULTS/single-task-lora/lr-$best_lr" "$TABLE3/refine" \
