@@ -71,6 +71,10 @@ def test_size_ratio_is_the_log_of_the_training_sizes(tmp_path: Path, micro_encod
     assert result["measurement"] == {"train_examples": {"tgt": 48, "copy": 48, "shuffled": 48, "filler": 96}}
     capped = _run(known_tasks, micro_encoder, tmp_path / "capped", "size_ratio", max_train_examples=48)
     assert set(_scores(capped, "size_ratio").values()) == {0.0}
+    # a small-data target beside full-size partners: --task-examples caps one task
+    small = _run(known_tasks, micro_encoder, tmp_path / "small", "size_ratio", max_train_examples=48,
+                 task_examples=["tgt=12"])
+    assert _scores(small, "size_ratio")[("copy", "tgt")] == pytest.approx(math.log(4))
 
 
 def test_text_similarity_ranks_the_targets_own_texts_above_other_texts(

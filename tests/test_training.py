@@ -442,3 +442,10 @@ def test_a_run_that_learns_nothing_says_so_and_its_card_too(tmp_path: Path, tiny
                                      str(tmp_path / "export")])
     assert done.exit_code == 0, done.output
     assert "**Not learned:**" in (tmp_path / "export" / "README.md").read_text()
+
+
+def test_task_examples_caps_one_task_beside_the_others() -> None:
+    config = RunConfig(max_train_examples=100, task_examples=["ddi=20", "hoc=5"])
+    assert config.train_examples_of("ddi") == 20 and config.train_examples_of("chemprot") == 100
+    with pytest.raises(ValueError, match="expected TASK=N"):
+        RunConfig(task_examples=["ddi"])

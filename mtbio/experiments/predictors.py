@@ -115,10 +115,11 @@ def _metrics(job: PredictionJob) -> dict[str, str]:
 
 @register_predictor("size_ratio")
 def size_ratio(job: PredictionJob) -> dict[str, Any]:
-    """score(s → t) = log(n_s / n_t), n the training examples a run would use (--max-train-examples caps them)."""
+    """score(s → t) = log(n_s / n_t), n the training examples a run would use (--max-train-examples and
+    --task-examples cap them)."""
     started = time.perf_counter()
-    cap = job.config.max_train_examples or math.inf
-    sizes = {t.name: min(split_sizes(t, job.data_dir).get("train", 0), cap) for t in job.tasks}
+    sizes = {t.name: min(split_sizes(t, job.data_dir).get("train", 0), job.config.train_examples_of(t.name) or math.inf)
+             for t in job.tasks}
     empty = [name for name, n in sizes.items() if n == 0]
     if empty:
         raise MtbioError(f"size_ratio: task {', '.join(empty)} has no training examples")
@@ -154,7 +155,7 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
     config, options = job.config, job.options
     tokenizer, encoder = load_tokenizer(config.encoder), load_encoder(config.encoder)
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
-    data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], config.max_train_examples,
+    data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], config.train_examples_of(t.name),
                                    config.max_length).splits["train"] for t in job.tasks}
     scores, trained, measured, hidden = {}, 0, 0, int(encoder.config.hidden_size)
     for seed in seeds_of(config):

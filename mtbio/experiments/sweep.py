@@ -410,7 +410,7 @@ class CellWork:
 def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
     run = cell_config(config, cell)
-    counts = {t: int(min(sizes[t].get("train", 0), run.max_train_examples or math.inf)) for t in cell.tasks}
+    counts = {t: int(min(sizes[t].get("train", 0), run.train_examples_of(t) or math.inf)) for t in cell.tasks}
     # the trainer's own batch plan, on stand-in lengths (only the counts decide its length)
     plan = build_sampler(run, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
     steps_per_epoch, total_steps = run_length(run, len(plan))

@@ -204,8 +204,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
-        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.max_train_examples, config.max_length,
-                                         config.max_eval_examples)
+        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.train_examples_of(task.name),
+                                         config.max_length, config.max_eval_examples)
         for split in ("train", "dev"):
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")

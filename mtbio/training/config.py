@@ -92,6 +92,9 @@ class RunConfig(BaseModel):
                                            shown="all", ge=1)
     max_train_examples: int | None = option(None, "Use at most this many training examples per task.",
                                             shown="all", ge=1)
+    task_examples: list[str] = option([], "One task's own training cap, TASK=N (comma-separated or repeated); wins "
+                                      "over --max-train-examples for that task. For a small-data target beside "
+                                      "full-size partners (select, pairwise, refine).", comma=True)
 
     mixer: str | dict[str, Any] = option(
         "proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixers (built in: proportional, "
@@ -233,6 +236,20 @@ class RunConfig(BaseModel):
 
         name = choose(str(values.get("recipe") or "auto"), values)
         return {**recipe_values(name), **values, "recipe": name}
+
+    @field_validator("task_examples")
+    @classmethod
+    def _task_caps(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            name, _, count = entry.partition("=")
+            if not name or not count.isdigit() or int(count) < 1:
+                raise ValueError(f"--task-examples {entry!r}: expected TASK=N with N a positive number of examples")
+        return entries
+
+    def train_examples_of(self, task: str) -> int | None:
+        """The training cap of one task: its --task-examples entry, else --max-train-examples."""
+        caps = {name: int(count) for name, _, count in (e.partition("=") for e in self.task_examples)}
+        return caps.get(task, self.max_train_examples)
 
     @field_validator("report_to")
     @classmethod
