@@ -1,0 +1,68 @@
+"""The transfer study's table as markdown, from a transfer sweep's transfer.json (examples/transfer_biomedical.md).
+
+One row per target and training size: the trivial score, each start's no-training baselines (the best of the
+cosine and probe baselines, fitted on the same subset), the plain encoder's mean ± sd, and per refined start its
+mean ± sd with Δ, 95% interval, Holm-adjusted p and verdict. Scores ×100. A start whose mean does not clear its
+trivial score or its own no-training baseline is marked †.
+
+    python examples/transfer_table.py [examples/transfer_biomedical]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _best_baseline(found: dict[str, float | None]) -> str:
+    values = {name: value for name, value in found.items() if value is not None}
+    if not values:
+        return "–"
+    name = max(values, key=lambda k: values[k])
+    return f"{100 * values[name]:.1f} ({name})"
+
+
+def _cell(scores: dict[str, Any], marked: bool) -> str:
+    sd = f" ± {100 * scores['sd']:.1f}" if scores.get("sd") is not None else ""
+    return f"{100 * scores['mean']:.1f}{sd}" + (" †" if marked else "")
+
+
+def table(result: dict[str, Any]) -> str:
+    """The markdown table of transfer.json's content."""
+    starts = list(result["refinement_sets"])
+    head = ["target", "n", "trivial", "no training: plain", *[f"no training: {s}" for s in starts], "plain",
+            *[f"from {s}: score, Δ [95% CI], p_adj, verdict" for s in starts]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["targets"]:
+        trivial = "–" if row["trivial"] is None else f"{100 * row['trivial']:.1f}"
+        for point in row["points"]:
+            cells = [row["target"], str(point["examples"]), trivial,
+                     _best_baseline(point["no_training"].get("plain", {})),
+                     *[_best_baseline(point["no_training"].get(s, {})) for s in starts],
+                     _cell(point["plain"], "plain" in point["below"])]
+            for start in starts:
+                cell = point["from"].get(start)
+                if cell is None:
+                    cells.append("–")
+                    continue
+                ci = cell["ci"]
+                interval = f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else ""
+                p = "–" if cell["p_adjusted"] is None else f"{cell['p_adjusted']:.3f}"
+                cells.append(f"{_cell(cell['score'], start in point['below'])}, {100 * cell['delta']:+.1f}{interval}, "
+                             f"{p}, {cell['verdict']}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    sweep = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "transfer_biomedical"
+    result = json.loads((sweep / "transfer.json").read_text())
+    print(f"{len(result['seeds'])} seeds, dev, {result['family']['correction']} over {result['family']['m']} tests\n")
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
