@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from mtbio.experiments.demo import SAMPLE_DIR
@@ -169,3 +171,22 @@ def test_predictor_validation_script_reads_the_committed_graphs(tmp_path: Path) 
         assert all(row["targets"] == targets and row["holm_p"] >= row["permutation_p"] for row in rows)
         assert rows[0]["holm_p"] == min(1.0, 5 * rows[0]["permutation_p"])
     assert "| biomedical predictor |" in done.stdout
+
+
+def test_select_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """A small target beside full-size candidates: ranked, verified, trained with its partners; a rerun trains nothing."""
+    out = tmp_path / "select_demo"
+    settings = dict(TARGETS="demo-ner", CANDIDATES="demo-relation,demo-nli,demo-sts", TARGET_EXAMPLES="8",
+                    PREDICTOR="size_ratio", TOP="1", SEEDS="2", ENCODER=tiny_encoder, OUT=str(out), PREDICTOR_ARGS="")
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
+    done = _run_script("select.sh", tmp_path, train_args, **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((out / "demo-ner" / "select.json").read_text())
+    assert result["target"] == "demo-ner" and len(result["ranking"]) == 3 and result["seeds"] == [42, 43]
+    assert "alone" in json.dumps(result["outcome"]) and (out / "demo-ner" / "select.md").is_file()
+    # the target is the small one: size_ratio ranks every full-size candidate log(16/8) above it
+    assert all(row["score"] == pytest.approx(math.log(2)) for row in result["ranking"])
+    configs = list((out / "demo-ner").rglob("config.yaml"))
+    assert configs and all(yaml.safe_load(c.read_text())["task_examples"] == ["demo-ner=8"] for c in configs)
+    again = _run_script("select.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr

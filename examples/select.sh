@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Which tasks should a new, small task train with? (issue 31's small-data study.) Each target is capped at
+# TARGET_EXAMPLES training examples (--task-examples) while the candidates keep the study's 2,000, as a
+# researcher's new dataset beside mtbio's shipped tasks. `mtbio select` ranks the candidates with PREDICTOR
+# (the best measured within target, examples/predictor_validation.md), verifies the TOP best as pairs with the
+# target, then trains the target with the verified helpful partners and with every candidate (ratio mixer, the
+# target as main task), against the target alone: three seeds, dev scored once at the end of each cell,
+# verdicts by the shared rule. The targets are tasks that no committed graph or predictor judgement held.
+#
+#   bash examples/select.sh          # resumes: finished cells are skipped
+#
+# Each target's sweep directory is examples/select_biomedical/<target>/ (select.json, select.md, the cells'
+# small files; weights are ignored by git). tests/test_examples.py runs this script in a tiny mode.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TARGETS=${TARGETS:-ncbi-disease ade}
+CANDIDATES=${CANDIDATES:-chemprot,ddi,bc5cdr-chem,bc5cdr-disease,hoc}
+TARGET_EXAMPLES=${TARGET_EXAMPLES:-200}
+PREDICTOR=${PREDICTOR:-lookahead}
+TOP=${TOP:-2}
+SEEDS=${SEEDS:-3}
+DATA_DIR=${DATA_DIR:-../shared/data}
+ENCODER=${ENCODER:-minilm}
+RECIPE=${RECIPE:-minilm}
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
+PREDICTOR_ARGS=${PREDICTOR_ARGS:---affinity-every 25}
+OUT=${OUT:-$HERE/select_biomedical}
+PARALLEL=${PARALLEL:-1}
+MTBIO=${MTBIO:-mtbio}
+
+read -r -a train_args <<< "$TRAIN_ARGS"
+read -r -a predictor_args <<< "$PREDICTOR_ARGS"
+for target in $TARGETS; do
+  "$MTBIO" select --target "$target" --candidates "$CANDIDATES" --top "$TOP" --predictor "$PREDICTOR" \
+      --task-examples "$target=$TARGET_EXAMPLES" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" \
+      "${train_args[@]}" "${predictor_args[@]}" --seed 42 --seeds "$SEEDS" --parallel "$PARALLEL" --output "$OUT/$target"
+done
