@@ -36,6 +36,10 @@ SETTINGS: dict[str, dict[str, str]] = {
     # a fixed mmap threshold: every block of 128 KiB or more is its own mapping, returned to the system when freed
     # (glibc otherwise raises the threshold after each such free, and later big tensors stay in the heap)
     "glibc MALLOC_MMAP_THRESHOLD_=128KiB": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)},
+    # the same, and no oneDNN primitive cache: if the growth after warm-up is primitives cached per input shape
+    # (bf16 matmuls of every new batch shape), it goes
+    "glibc MALLOC_MMAP_THRESHOLD_=128KiB ONEDNN_PRIMITIVE_CACHE_CAPACITY=0": {
+        "MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
 }
 
 
