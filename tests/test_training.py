@@ -17,6 +17,7 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
+from mtbio.experiments.common import train_examples_of
 from mtbio.training.config import RunConfig
 from mtbio.training.trainer import TrainerState, steady_throughput, warm_up_steps
 
@@ -446,6 +447,6 @@ def test_a_run_that_learns_nothing_says_so_and_its_card_too(tmp_path: Path, tiny
 
 def test_task_examples_caps_one_task_beside_the_others() -> None:
     config = RunConfig(max_train_examples=100, task_examples=["ddi=20", "hoc=5"])
-    assert config.train_examples_of("ddi") == 20 and config.train_examples_of("chemprot") == 100
+    assert train_examples_of(config, "ddi") == 20 and train_examples_of(config, "chemprot") == 100
     with pytest.raises(ValueError, match="expected TASK=N"):
         RunConfig(task_examples=["ddi"])

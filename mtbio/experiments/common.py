@@ -40,3 +40,9 @@ def refuse_adaptive_seeds(config: RunConfig, command: str) -> None:
     if config.max_seeds is not None:
         raise MtbioError(f"{command} runs a fixed number of seeds: give --seeds N (adaptive seeds, --seeds auto or "
                          "--max-seeds, are for pairwise)")
+
+
+def train_examples_of(config: RunConfig, task: str) -> int | None:
+    """The training cap of one task: its --task-examples entry, else --max-train-examples."""
+    caps = {name: int(count) for name, _, count in (entry.partition("=") for entry in config.task_examples)}
+    return caps.get(task, config.max_train_examples)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mtbio.data.loading import read_split, split_sizes
 from mtbio.data.pipeline import load_task_data
 from mtbio.errors import MtbioError
+from mtbio.experiments.common import train_examples_of
 from mtbio.experiments.joint_run import joint_affinity
 from mtbio.experiments.sweep import seeds_of
 from mtbio.experiments.training_run import head_config_for
@@ -118,7 +119,7 @@ def size_ratio(job: PredictionJob) -> dict[str, Any]:
     """score(s → t) = log(n_s / n_t), n the training examples a run would use (--max-train-examples and
     --task-examples cap them)."""
     started = time.perf_counter()
-    sizes = {t.name: min(split_sizes(t, job.data_dir).get("train", 0), job.config.train_examples_of(t.name) or math.inf)
+    sizes = {t.name: min(split_sizes(t, job.data_dir).get("train", 0), train_examples_of(job.config, t.name) or math.inf)
              for t in job.tasks}
     empty = [name for name, n in sizes.items() if n == 0]
     if empty:
@@ -155,7 +156,7 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
     config, options = job.config, job.options
     tokenizer, encoder = load_tokenizer(config.encoder), load_encoder(config.encoder)
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
-    data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], config.train_examples_of(t.name),
+    data = {t.name: load_task_data(t, job.data_dir, tokenizer, ["train"], train_examples_of(config, t.name),
                                    config.max_length).splits["train"] for t in job.tasks}
     scores, trained, measured, hidden = {}, 0, 0, int(encoder.config.hidden_size)
     for seed in seeds_of(config):

@@ -35,6 +35,7 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
+from mtbio.experiments.common import train_examples_of
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
 from mtbio.run_dir import RunDir, SweepDir
@@ -410,7 +411,7 @@ class CellWork:
 def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
     run = cell_config(config, cell)
-    counts = {t: int(min(sizes[t].get("train", 0), run.train_examples_of(t) or math.inf)) for t in cell.tasks}
+    counts = {t: int(min(sizes[t].get("train", 0), train_examples_of(run, t) or math.inf)) for t in cell.tasks}
     # the trainer's own batch plan, on stand-in lengths (only the counts decide its length)
     plan = build_sampler(run, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
     steps_per_epoch, total_steps = run_length(run, len(plan))

@@ -26,6 +26,7 @@ from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
+from mtbio.experiments.common import train_examples_of
 from mtbio.evaluation.trivial import near_trivial, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
@@ -204,7 +205,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
-        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, config.train_examples_of(task.name),
+        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, train_examples_of(config, task.name),
                                          config.max_length, config.max_eval_examples)
         for split in ("train", "dev"):
             if len(data[task.name].splits[split]) == 0:

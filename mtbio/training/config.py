@@ -246,11 +246,6 @@ class RunConfig(BaseModel):
                 raise ValueError(f"--task-examples {entry!r}: expected TASK=N with N a positive number of examples")
         return entries
 
-    def train_examples_of(self, task: str) -> int | None:
-        """The training cap of one task: its --task-examples entry, else --max-train-examples."""
-        caps = {name: int(count) for name, _, count in (e.partition("=") for e in self.task_examples)}
-        return caps.get(task, self.max_train_examples)
-
     @field_validator("report_to")
     @classmethod
     def _known_trackers(cls, names: list[str]) -> list[str]:
