@@ -126,6 +126,8 @@ def score_merged(run_dir: Path, splits: Sequence[str], data_dir: Path | None) ->
     them), so `report` tables it beside trained runs; returns {split: {task: scores}}."""
     from mtbio.experiments.evaluate import evaluate_paths
 
+    if not splits:
+        return {}
     run = RunDir(run_dir)
     results = run.results()
     for split in splits:
@@ -133,4 +135,3 @@ def score_merged(run_dir: Path, splits: Sequence[str], data_dir: Path | None) ->
         results[split] = row["scores"]
     run.write_results(results)
     return {split: results[split] for split in splits}
-
