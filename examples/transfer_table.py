@@ -3,7 +3,8 @@
 One row per target and training size: the trivial score, each start's no-training baselines (the best of the
 cosine and probe baselines, fitted on the same subset), the plain encoder's mean ± sd, and per refined start its
 mean ± sd with Δ, 95% interval, Holm-adjusted p and verdict. Scores ×100. A start whose mean does not clear its
-trivial score or its own no-training baseline is marked †.
+trivial score or its own no-training baseline is marked †. Below it, each start's mean over the table's points
+and every pair of starts compared on it (paired over seeds, Holm over the pairs).
 
     python examples/transfer_table.py [examples/transfer_biomedical]
 """
@@ -57,11 +58,28 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def average(result: dict[str, Any]) -> str:
+    """Each start's mean over the points (mean ± sd over seeds) and every pair of starts compared on it."""
+    found = result["average"]
+    lines = ["| start | mean over points |", "|---|---|"]
+    lines += [f"| {start} | {_cell(scores, False)} |" for start, scores in found["starts"].items()]
+    lines += ["", "| comparison | Δ [95% CI] | p_adj | verdict |", "|---|---|---|---|"]
+    for name, cell in found["pairs"].items():
+        ci = cell["ci"]
+        interval = f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else ""
+        p = "–" if cell["p_adjusted"] is None else f"{cell['p_adjusted']:.3f}"
+        lines.append(f"| {name} | {100 * cell['delta']:+.1f}{interval} | {p} | {cell['verdict']} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     sweep = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "transfer_biomedical"
     result = json.loads((sweep / "transfer.json").read_text())
     print(f"{len(result['seeds'])} seeds, dev, {result['family']['correction']} over {result['family']['m']} tests\n")
     print(table(result))
+    print(f"\nMean over the {', '.join(map(str, result['average']['points_per_seed']))} points per seed, "
+          f"{result['family']['correction']} over the {result['average']['family']['m']} comparisons:\n")
+    print(average(result))
 
 
 if __name__ == "__main__":

@@ -151,9 +151,10 @@ def test_transfer_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     printed = subprocess.run([sys.executable, str(REPO / "examples" / "transfer_table.py"), str(out)],
                              capture_output=True, text=True)
     assert printed.returncode == 0, printed.stderr[-2000:]
-    rows = [line for line in printed.stdout.splitlines() if line.startswith("| demo-")]
+    rows = [line for line in printed.stdout.splitlines() if line.startswith(("| demo-sts |", "| demo-nli |"))]
     assert len(rows) == sum(len(target["points"]) for target in table["targets"]) >= 2
     assert all(line.count("|") == 10 for line in rows)  # 9 columns: two refined starts
+    assert "| l2sp-10 vs demo-relation+demo-ner |" in printed.stdout  # the mean over points, every pair of starts
     again = _run_script("transfer.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
 

@@ -93,3 +93,21 @@ def test_a_target_must_be_missing_from_some_refinement_set(keyword_tasks: tuple[
     assert target_sizes(["50", "96"], 96) == {"50": 50, "all": 96}
     with pytest.raises(MtbioError, match="neither a positive number"):
         size_of("half", 96)
+
+
+def test_the_average_over_points_is_a_paired_test_per_seed_against_hand_computed_values() -> None:
+    from mtbio.reporting.transfer import build_transfer
+
+    plain = {("a", "10"): {42: 0.2, 43: 0.4, 44: 0.3}, ("b", "10"): {42: 0.6, 43: 0.5, 44: 0.7}}
+    refined = {("r", "a", "10"): {42: 0.5, 43: 0.6, 44: 0.7}, ("r", "b", "10"): {42: 0.6, 43: 0.6, 44: 0.5}}
+    table = build_transfer({"a": "accuracy", "b": "accuracy"}, {"r": ["x"]}, {"a": {"10": 10}, "b": {"10": 10}},
+                           plain, refined, 0.05, 0.01)
+    average = table["average"]
+    assert average["points_per_seed"] == [2]
+    assert average["starts"]["plain"]["per_seed"] == pytest.approx({"42": 0.4, "43": 0.45, "44": 0.5})
+    assert average["starts"]["r"]["mean"] == pytest.approx((0.55 + 0.6 + 0.6) / 3)
+    cell = average["pairs"]["r vs plain"]
+    deltas = [0.55 - 0.4, 0.6 - 0.45, 0.6 - 0.5]  # per seed: mean over the two points, refined minus plain
+    assert cell["delta"] == pytest.approx(statistics.fmean(deltas))
+    assert cell["ci"] == pytest.approx(list(t_interval(deltas, 0.95)))
+    assert cell["p_adjusted"] == pytest.approx(cell["p_value"]) and average["family"]["m"] == 1

@@ -7,6 +7,10 @@ per seed (both cells share the seed and the training subset), judged by the shar
 (`mtbio.reporting.verdicts`) with the p values corrected across every (target, size, set) of the table.
 Each target row carries its trivial score and, where measured, the no-training baselines of each
 starting encoder (`mtbio.model.probes`): a fine-tuned mean below one of them is marked.
+
+`average` answers "is this start at least as good over the held-out targets?": per start and seed, the mean
+over every (target, size) point of the signed score (higher is better), every pair of starts compared paired
+over seeds, with its own correction over those pairs.
 """
 from __future__ import annotations
 
@@ -60,7 +64,30 @@ def build_transfer(metrics: Mapping[str, str], sets: Mapping[str, list[str]], si
             point["below"] = {start: why for start, why in marks.items() if why}
     seeds = sorted({int(s) for row in rows for p in row["points"] for s in p[PLAIN]["per_seed"]})
     return {"kind": "transfer", "split": "dev", "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
-            "family": described, "refinement_sets": {k: list(v) for k, v in sets.items()}, "targets": rows}
+            "family": described, "refinement_sets": {k: list(v) for k, v in sets.items()}, "targets": rows,
+            "average": _average(rows, list(sets), alpha, min_delta, correction)}
+
+
+def _average(rows: list[dict[str, Any]], sets: list[str], alpha: float, min_delta: float,
+             correction: str) -> dict[str, Any]:
+    """Per start, the per-seed mean over the (target, size) points every start has on that seed, then every
+    pair of starts compared (the later one against the earlier), corrected over the pairs."""
+    starts = [PLAIN, *sets]
+    signed: dict[str, dict[int, list[float]]] = {start: {} for start in starts}
+    for row in rows:
+        sign = metric_sign(row["metric"])
+        for point in row["points"]:
+            found = {PLAIN: point[PLAIN]["per_seed"],
+                     **{name: {s: v["with"] for s, v in cell["per_seed"].items()} for name, cell in point["from"].items()}}
+            for seed in set.intersection(*(set(found.get(start, {})) for start in starts)):
+                for start in starts:
+                    signed[start].setdefault(int(seed), []).append(sign * found[start][seed])
+    means = {start: {seed: sum(v) / len(v) for seed, v in per_seed.items()} for start, per_seed in signed.items()}
+    points = {len(v) for per_seed in signed.values() for v in per_seed.values()}
+    pairs = {f"{b} vs {a}": compare(means[b], means[a], 1.0, alpha, min_delta)
+             for i, a in enumerate(starts) for b in starts[i + 1:] if means[a] and means[b]}
+    return {"points_per_seed": sorted(points), "starts": {start: summary(m) for start, m in means.items() if m},
+            "pairs": pairs, "family": correct(pairs, correction, alpha, min_delta) if pairs else None}
 
 
 def _scores(scores: Scores) -> dict[str, Any]:
@@ -114,6 +141,15 @@ def format_transfer(table: dict[str, Any]) -> str:
                 shown = ", ".join(f"{k} {v:.4f}" for k, v in found.items() if v is not None)
                 lines += [f"    no training, {start} encoder: {shown}"] if shown else []
             lines += [f"    {start}: {why}" for start, why in point["below"].items()]
+    average = table.get("average") or {}
+    if average.get("starts"):
+        lines += ["", f"mean over the points ({', '.join(map(str, average['points_per_seed']))} per seed): " +
+                  "; ".join(f"{start} {_pm(s)}" for start, s in average["starts"].items())]
+        for name, cell in average["pairs"].items():
+            ci = cell["ci"]
+            interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
+            p = "–" if cell.get("p_adjusted") is None else f"{cell['p_adjusted']:.3f}"
+            lines.append(f"  {name}: Δ {cell['delta']:+.4f}{interval}, p_adj {p}: {cell['verdict']}")
     return "\n".join(lines)
 
 
