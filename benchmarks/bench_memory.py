@@ -1,8 +1,9 @@
-"""Resident memory of a multi-task refine over its steps, under different memory allocators.
+"""Resident memory of a multi-task refine over its steps, with and without oneDNN's primitive cache and under
+different glibc malloc settings.
 
 The same `mtbio refine` (default: chemprot, ddi, bc5cdr-chem, bc5cdr-disease; 2,000 examples per task;
 the packaged MiniLM's recipe; bf16 where the CPU has it) runs once per allocator setting, each in its
-own process, the default glibc malloc first as the baseline. A sampler reads the process's resident
+own process, oneDNN's default primitive cache first as the baseline. A sampler reads the process's resident
 set (RSS, and anonymous memory) every `--every` seconds. Per setting: peak RSS, RSS at the end of
 warm-up (the first 20% of the run's time) and the growth after it, and the wall time.
 
@@ -29,17 +30,14 @@ offline_environment()
 
 JEMALLOC = [Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")]
 SETTINGS: dict[str, dict[str, str]] = {
-    "glibc": {},
-    "glibc MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
-    "glibc MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=128MiB": {"MALLOC_ARENA_MAX": "2",
-                                                               "MALLOC_TRIM_THRESHOLD_": str(128 * 2**20)},
-    # a fixed mmap threshold: every block of 128 KiB or more is its own mapping, returned to the system when freed
-    # (glibc otherwise raises the threshold after each such free, and later big tensors stay in the heap)
-    "glibc MALLOC_MMAP_THRESHOLD_=128KiB": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)},
-    # the same, and no oneDNN primitive cache: if the growth after warm-up is primitives cached per input shape
-    # (bf16 matmuls of every new batch shape), it goes
-    "glibc MALLOC_MMAP_THRESHOLD_=128KiB ONEDNN_PRIMITIVE_CACHE_CAPACITY=0": {
-        "MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
+    # the baseline: oneDNN's own default, a primitive (with its buffers) cached for each of up to 1,024 shapes,
+    # which is what mtbio ran with before it switched the cache off (mtbio/training/host_memory.py)
+    "oneDNN cache 1024 (before)": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
+    "mtbio default (oneDNN cache off)": {},
+    # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
+    # the threshold after each such free, and later big tensors stay in the heap)
+    "cache off + MALLOC_MMAP_THRESHOLD_=8MiB": {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)},
+    "cache off + MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
 }
 
 

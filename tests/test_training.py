@@ -450,3 +450,18 @@ def test_task_examples_caps_one_task_beside_the_others() -> None:
     assert train_examples_of(config, "ddi") == 20 and train_examples_of(config, "chemprot") == 100
     with pytest.raises(ValueError, match="expected TASK=N"):
         RunConfig(task_examples=["ddi"])
+
+
+def test_training_on_a_cpu_switches_the_onednn_primitive_cache_off_unless_the_environment_sets_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN caches buffers per batch shape and the resident memory grows with it (mtbio/training/host_memory.py)."""
+    from mtbio.training import trainer
+    from mtbio.training.host_memory import CACHE_VARIABLE
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv(CACHE_VARIABLE, raising=False)
+    trainer.make_accelerator("no")
+    assert os.environ[CACHE_VARIABLE] == "0"
+    monkeypatch.setenv(CACHE_VARIABLE, "256")
+    trainer.make_accelerator("no")
+    assert os.environ[CACHE_VARIABLE] == "256"

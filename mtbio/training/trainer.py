@@ -43,6 +43,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
+from mtbio.training.host_memory import bound_host_memory
 from mtbio.training.l2sp import AnchorToStart
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
@@ -131,6 +132,8 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
     `project_dir` where the tracker writes files."""
     mixed_precision = resolve_mixed_precision(mixed_precision)
     on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        bound_host_memory()
     if mixed_precision == "fp16" and not on_gpu:
         raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
     if mixed_precision == "bf16" and not on_gpu:
