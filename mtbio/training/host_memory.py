@@ -2,10 +2,10 @@
 
 oneDNN, which runs PyTorch's CPU matmuls, caches a primitive (with its own buffers) for every operation
 shape it has seen, 1,024 by default. mtbio's batches are cut to their longest row, so a run meets many
-shapes, and the cache (and the glibc heap around it) grows for hundreds of steps: a MiniLM training loop
-with varied batch widths went from 1.5 to 4.5 GB resident in 60 steps with the cache, and stayed near
-2.5 GB without it, at the same speed (benchmarks/bench_memory.py, docs/speed.md). So training on a CPU
-switches the cache off, unless the environment already sets `ONEDNN_PRIMITIVE_CACHE_CAPACITY`.
+shapes, and the cache (and the glibc heap around it) grows for hundreds of steps: a 4-task refine climbed to
+4.1 GB resident with it and stayed flat at 1.3-1.4 GB without it (benchmarks/bench_memory.py, docs/speed.md).
+So training on a CPU switches the cache off, unless the environment already sets
+`ONEDNN_PRIMITIVE_CACHE_CAPACITY`.
 """
 from __future__ import annotations
 
