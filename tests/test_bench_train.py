@@ -10,15 +10,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "mtbio" / "sample_data"
 
 
-def test_bench_train_compares_mtbio_with_the_trainer(tiny_encoder: str, tmp_path: Path) -> None:
+def test_bench_train_compares_mtbio_with_the_trainer_and_lora_with_full_fine_tuning(
+        tiny_encoder: str, tmp_path: Path) -> None:
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-ner",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
-               "--max-train-examples", "24", "--precisions", "no", "--results-dir", str(tmp_path)]
+               "--max-train-examples", "24", "--precisions", "no", "--adapters", "none,lora",
+               "--results-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "mtbio/Trainer ×" in done.stdout
-    result = json.loads((tmp_path / "bench_train-demo-ner.json").read_text())
-    assert set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    assert "mtbio/Trainer ×" in done.stdout and "LoRA/full fp32" in done.stdout
+    result = json.loads((tmp_path / "bench_train-demo-ner-lora.json").read_text())
+    assert set(result["sides"]) == {"mtbio-no", "trainer-no", "mtbio+lora-no"}
+    full, lora = result["sides"]["mtbio-no"], result["sides"]["mtbio+lora-no"]
+    # a task's adapter and head are a small fraction of a fine-tuned encoder and head
+    assert 0 < lora["task_disk_bytes"] < full["task_disk_bytes"] / 2
+    ratios = result["lora_vs_full_fp32"]
+    assert ratios["task_disk_ratio"] == lora["task_disk_bytes"] / full["task_disk_bytes"]
+    assert ratios["speedup"] > 0 and ratios["peak_memory_ratio"] > 0
     for side in result["sides"].values():
         assert side["train_examples_per_second"] > 0 and side["peak_memory_mb"] > 0
         assert 0 < side["fraction_of_peak"] < 1
@@ -59,20 +67,3 @@ def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: s
         assert side["runs"][0]["steady_after_steps"] == 1
         assert side["steady_train_examples_per_second"] > 0 and 0 < side["steady_fraction_of_peak"] < 1
     assert 0 < result["sides"]["mtbio-no"]["dev_mean"] <= 1  # accuracy on the synthetic dev set
-
-
-def test_bench_train_compares_lora_with_full_fine_tuning(tiny_encoder: str, tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-relation",
-               "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
-               "--max-train-examples", "24", "--precisions", "no", "--adapters", "none,lora",
-               "--trainer-precisions", "none", "--results-dir", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp_path / "bench_train-demo-relation-lora.json").read_text())
-    assert set(result["sides"]) == {"mtbio-no", "mtbio+lora-no"}
-    full, lora = result["sides"]["mtbio-no"], result["sides"]["mtbio+lora-no"]
-    # a task's adapter and head are a small fraction of a fine-tuned encoder and head
-    assert 0 < lora["task_disk_bytes"] < full["task_disk_bytes"] / 2
-    ratios = result["lora_vs_full_fp32"]
-    assert ratios["task_disk_ratio"] == lora["task_disk_bytes"] / full["task_disk_bytes"]
-    assert ratios["speedup"] > 0 and ratios["peak_memory_ratio"] > 0 and "LoRA/full fp32" in done.stdout

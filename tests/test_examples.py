@@ -83,7 +83,7 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
     assert (tmp_path / "results" / "table-dev.md").read_text() == table
     # examples/adapters.sh on these cells: LoRA rows and merged encoders beside Table 3's three rows
     lora = dict(settings, TABLE3=str(tmp_path / "results"), OUT=str(tmp_path / "adapter-runs"),
-                RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-4 1e-3", MERGE_METHODS="ties average", SEEDS="2")
+                RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-3", MERGE_METHODS="ties average", SEEDS="2")
     adapters = _run_script("adapters.sh", tmp_path, train_args, **lora)
     assert adapters.returncode == 0, adapters.stderr[-2000:]
     assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout

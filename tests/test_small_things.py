@@ -113,3 +113,21 @@ def test_the_pages_edge_table_is_the_committed_relations(sweep: str) -> None:
     assert f"{100 * first['delta']:+.2f}".replace("-", "−") in rows[0] and first["state"] in rows[0]
     page = (repo / "examples" / f"{sweep}.md").read_text()
     assert table in page  # the page shows the table of the committed file
+
+
+def test_the_learning_rate_schedule_is_transformers_linear_warm_up_and_decay() -> None:
+    """mtbio's own LambdaLR (transformers' module costs ~2 s of imports per process) gives the same factors."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    from mtbio.training.optim import build_scheduler
+
+    for total, ratio in ((10, 0.1), (7, 0.0), (25, 0.5), (1, 0.1)):
+        ours = build_scheduler(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), total, ratio)
+        theirs = get_linear_schedule_with_warmup(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0),
+                                                 int(round(total * ratio)), total)
+        factors = []
+        for _ in range(total + 2):
+            factors.append((ours.get_last_lr()[0], theirs.get_last_lr()[0]))
+            ours.optimizer.step(), ours.step(), theirs.optimizer.step(), theirs.step()
+        assert [a for a, _ in factors] == [b for _, b in factors], (total, ratio)

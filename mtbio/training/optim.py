@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from functools import partial
+
 import torch
 from torch import nn
-from transformers import get_linear_schedule_with_warmup
 
 from mtbio.errors import MtbioError
 
@@ -72,6 +73,15 @@ def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correctio
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up over `warmup_ratio` of the steps, then linear decay to 0."""
+    """Linear warm-up over `warmup_ratio` of the steps, then linear decay to 0: transformers'
+    `get_linear_schedule_with_warmup`, whose module costs every training process ~2 s of imports (peft)."""
     warmup = int(round(total_steps * warmup_ratio))
-    return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=max(1, total_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, partial(linear_with_warmup, warmup=warmup,
+                                                                total=max(1, total_steps)))
+
+
+def linear_with_warmup(step: int, warmup: int, total: int) -> float:
+    """The learning-rate factor at `step`: step/warmup while warming up, then falling linearly to 0 at `total`."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
