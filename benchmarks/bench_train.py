@@ -21,6 +21,13 @@ With `--adapters none,lora` each mtbio precision also runs with a LoRA adapter o
 fine-tuning in the same precision, and the disk one more task costs (its adapter and head against a
 fine-tuned encoder and head).
 
+With `--eager-attention` each mtbio precision also runs with attention's probabilities kept for the backward
+pass at every length (side `mtbio+eager-<precision>`, mtbio before the lean path of
+`mtbio.model.cpu_dropout`): the trade between memory and speed at long sequences,
+
+    python benchmarks/bench_train.py --fixed-length 512 --max-train-examples 256 --eager-attention \
+        --precisions no,bf16 --trainer-precisions no,bf16
+
 Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
 """
 from __future__ import annotations
@@ -219,6 +226,10 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
 def child(args: argparse.Namespace) -> None:
     """One side in this process; writes its result (with its own peak memory) to --child-output."""
     task = load_task(args.tasks, args.task_defs)
+    if args.side == "mtbio+eager":
+        from mtbio.model import cpu_dropout
+
+        cpu_dropout.LEAN_FROM_LENGTH = sys.maxsize
     with tempfile.TemporaryDirectory() as tmp:
         if args.side == "trainer":
             result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
@@ -298,8 +309,10 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
         name = precision_name(key.split("-", 1)[1])
         result[f"speed_ratio_{name}"] = side["train_examples_per_second"] / trainer["train_examples_per_second"]
         result[f"difference_points_{name}"] = 100 * (side["dev_mean"] - trainer["dev_mean"])
+        result[f"peak_memory_ratio_{name}"] = side["peak_memory_mb"] / trainer["peak_memory_mb"]
         parts.append(f"mtbio/Trainer{'' if name == 'fp32' else ' ' + name} ×{result[f'speed_ratio_{name}']:.2f} "
-                     f"({result[f'difference_points_{name}']:+.2f} pts)")
+                     f"({result[f'difference_points_{name}']:+.2f} pts), "
+                     f"memory ×{result[f'peak_memory_ratio_{name}']:.2f}")
         if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in trainer:
             result[f"steady_speed_ratio_{name}"] = (side["steady_train_examples_per_second"]
                                                     / trainer["steady_train_examples_per_second"])
@@ -310,6 +323,16 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev_mean"] - base["dev_mean"])
             parts.append(f"{key}/mtbio-no ×{result[f'speedup_{key}_over_mtbio-no']:.2f} "
                          f"({result[f'difference_points_{key}_vs_mtbio-no']:+.2f} pts)")
+    for key, side in sides.items():  # the lean attention path against the eager one in the same precision
+        eager = sides.get(key.replace("mtbio-", "mtbio+eager-"))
+        if not (key.startswith("mtbio-") and eager):
+            continue
+        name = precision_name(key.split("-", 1)[1])
+        result[f"lean_vs_eager_{name}"] = {
+            "speedup": side["train_examples_per_second"] / eager["train_examples_per_second"],
+            "peak_memory_ratio": side["peak_memory_mb"] / eager["peak_memory_mb"]}
+        parts.append(f"lean/eager attention {name} ×{result[f'lean_vs_eager_{name}']['speedup']:.2f} speed, "
+                     f"×{result[f'lean_vs_eager_{name}']['peak_memory_ratio']:.2f} memory")
     for key, side in sides.items():  # LoRA against full fine-tuning in the same precision
         full = sides.get(key.replace("mtbio+lora-", "mtbio-"))
         if not (key.startswith("mtbio+lora-") and full):
@@ -359,10 +382,11 @@ def parent(args: argparse.Namespace) -> None:
                 f"-{BATCHING[key]}{int(value)}" for key, value in batching(args).items())
             stem += (f"-b{args.batch_size}" if args.batch_size != HYPER["batch_size"] else "") + (
                 f"-len{args.max_length}" if args.max_length != HYPER["max_length"] and not args.fixed_length else "")
-            stem += ("-lora" if "lora" in adapters else "") + device_tag()
+            stem += ("-lora" if "lora" in adapters else "") + ("-eager" if args.eager_attention else "") + device_tag()
             order = [*(("mtbio", p) for p in precisions if p == "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no"),
-                     *(("mtbio+lora", p) for p in precisions if "lora" in adapters)]
+                     *(("mtbio+lora", p) for p in precisions if "lora" in adapters),
+                     *(("mtbio+eager", p) for p in precisions if args.eager_attention)]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
             for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
                 for side, precision in order:
@@ -407,7 +431,9 @@ def main() -> None:
                              "128) instead of --tasks; --max-train-examples sets its size (default 16384).")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
-    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "trainer"], help=argparse.SUPPRESS)
+    parser.add_argument("--eager-attention", action="store_true",
+                        help="Also run mtbio with eager attention at every length (side mtbio+eager).")
+    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "trainer"], help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=FIRST_SEED, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)

@@ -14,6 +14,10 @@
 #
 #   bash examples/adapters.sh       # resumes: finished cells are skipped
 #
+# ROWS trains some rows only (no tables), so that two copies with different SEEDS share a machine, e.g.
+#   ROWS=single-task-lora SEEDS="43 44" bash examples/adapters.sh & ROWS=merged SEEDS="42 43" bash examples/adapters.sh
+# LR_SEED (the first seed by default) is the seed whose dev scores choose the LoRA rate.
+#
 # Weights go to OUT (not committed); the small files of every finished cell to RESULTS (committed).
 # tests/test_examples.py runs this script in a tiny mode.
 set -euo pipefail
@@ -32,9 +36,13 @@ TABLE3=${TABLE3:-$HERE/mtbert_biomedical}           # the committed single-task,
 OUT=${OUT:-runs/adapters-biomedical}
 RESULTS=${RESULTS:-$HERE/adapters_biomedical}
 MTBIO=${MTBIO:-mtbio}
+ALL_ROWS="single-task-lora refined-lora merged"
+ROWS=${ROWS:-$ALL_ROWS}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
 read -r -a seeds <<< "$SEEDS"
+LR_SEED=${LR_SEED:-${seeds[0]}}
+row() { [[ " $ROWS " == *" $1 "* ]]; }
 common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" "${train_args[@]}" --resume)
 scores=()
 for split in $SPLITS; do scores+=(--score "$split"); done
@@ -70,21 +78,25 @@ lora_cell() {  # lora_cell CELL SEED LR [START]: one task per call, TASK from th
   keep "$cell"
 }
 
-# 1. the LoRA learning rate, on seed 42's dev
-for lr in $LORA_LRS; do
-  for task in $tasks; do lora_cell "single-task-lora/lr-$lr/seed-${seeds[0]}/$task" "${seeds[0]}" "$lr"; done
-done
-read -r best_lr best <<< "$(best_on_dev "$RESULTS/single-task-lora/lr-{}/seed-${seeds[0]}" $LORA_LRS)"
-echo "LoRA learning rate chosen on dev (seed ${seeds[0]}, mean over tasks): $best_lr ($best)"
+# 1. the LoRA learning rate, on LR_SEED's dev
+if row single-task-lora || row refined-lora; then
+  for lr in $LORA_LRS; do
+    for task in $tasks; do lora_cell "single-task-lora/lr-$lr/seed-$LR_SEED/$task" "$LR_SEED" "$lr"; done
+  done
+  read -r best_lr best <<< "$(best_on_dev "$RESULTS/single-task-lora/lr-{}/seed-$LR_SEED" $LORA_LRS)"
+  echo "LoRA learning rate chosen on dev (seed $LR_SEED, mean over tasks): $best_lr ($best)"
+fi
 
 for seed in "${seeds[@]}"; do
   # 2. single-task LoRA at the chosen rate
-  for task in $tasks; do lora_cell "single-task-lora/lr-$best_lr/seed-$seed/$task" "$seed" "$best_lr"; done
+  if row single-task-lora; then
+    for task in $tasks; do lora_cell "single-task-lora/lr-$best_lr/seed-$seed/$task" "$seed" "$best_lr"; done
+  fi
   # 3. refined + LoRA: the refine run retrained with its weights (Table 3's cells keep none)
   refined=$OUT/refine/seed-$seed
   need=0
   for task in $tasks; do done_cell "refined-lora/seed-$seed/$task" || need=1; done
-  if [ $need = 1 ]; then
+  if row refined-lora && [ $need = 1 ]; then
     [ -f "$refined/results.json" ] || "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --seed "$seed" \
         "${common[@]}" --output "$refined"
     for task in $tasks; do lora_cell "refined-lora/seed-$seed/$task" "$seed" "$best_lr" "$refined"; done
@@ -92,7 +104,7 @@ for seed in "${seeds[@]}"; do
   # 4. merged single-task encoders: the single-task runs retrained with their weights
   need=0
   for method in $MERGE_METHODS; do done_cell "merged/$method/seed-$seed" || need=1; done
-  if [ $need = 1 ]; then
+  if row merged && [ $need = 1 ]; then
     runs=()
     for task in $tasks; do
       [ -f "$OUT/single-task/seed-$seed/$task/results.json" ] || "$MTBIO" finetune --task "$task" \
@@ -110,6 +122,7 @@ for seed in "${seeds[@]}"; do
 done
 
 # 5. the merge method, on dev over every seed; then the tables
+[ "$ROWS" = "$ALL_ROWS" ] || exit 0
 read -r best_method best <<< "$(best_on_dev "$RESULTS/merged/{}" $MERGE_METHODS)"
 echo "merge method chosen on dev (mean over seeds and tasks): $best_method ($best)"
 for split in $SPLITS; do

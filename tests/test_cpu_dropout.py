@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -38,6 +41,43 @@ def test_attention_path_is_sdpa_up_to_the_dropout_mask() -> None:
     expected, _ = cpu_dropout._attention(module, query, key, value, mask, dropout=0.0)  # no dropout: plain SDPA
     got, _ = cpu_dropout._attention(module, query, key, value, mask, dropout=1e-9)  # the eager path, keeping all
     torch.testing.assert_close(got, expected)
+
+
+def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch) -> None:
+    """Above LEAN_FROM_LENGTH keys the probabilities are recomputed block by block in the backward pass:
+    with the same seed (so the same dropout mask) it matches the eager path, in fp32 to rounding."""
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(2, 3, 40, 8, requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 40, 40, dtype=torch.bool)
+    mask[1, :, :, 31:] = False
+    weights = torch.randn(2, 40, 3, 8)
+    module = nn.Module().train()
+    monkeypatch.setattr(cpu_dropout, "BLOCK_SCORES", 2 * 3 * 40 * 7)  # blocks of 7 query rows, the last one short
+    results = []
+    for lean_from in (41, 40):  # eager, then lean
+        monkeypatch.setattr(cpu_dropout, "LEAN_FROM_LENGTH", lean_from)
+        torch.manual_seed(1)
+        out, _ = cpu_dropout._attention(module, query, key, value, mask, dropout=0.2)
+        grads = torch.autograd.grad((out * weights).sum(), (query, key, value))
+        results.append((out, grads))
+    (eager, eager_grads), (lean, lean_grads) = results
+    undropped, _ = cpu_dropout._attention(module, query, key, value, mask, dropout=0.0)
+    assert not torch.allclose(eager, undropped)  # dropout happened, with the same mask on both paths
+    torch.testing.assert_close(lean, eager)
+    for got, expected in zip(lean_grads, eager_grads):
+        torch.testing.assert_close(got, expected)
+
+
+def test_bench_attention_times_and_measures_both_paths(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_attention.py"
+    command = [sys.executable, str(script), "--lengths", "16", "--batch-size", "2", "--precisions", "fp32",
+               "--repeats", "1", "--results-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "bench_attention.json").read_text())["rows"]
+    assert row["length"] == 16 and row["lean_speedup"] > 0 and row["eager"]["peak_above_inputs_mb"] >= 0
+    assert "fp32 length 16: lean" in done.stdout
 
 
 def test_use_bit_dropout_swaps_modules_and_saves_a_plain_encoder(tmp_path: Path) -> None:

@@ -8,8 +8,14 @@ times cheaper; the keep probability is 1 - p rounded to a multiple of 1/65536.
 `use_bit_dropout(encoder, heads)` swaps every `nn.Dropout` for `BitDropout`. Attention-probability
 dropout happens inside the attention function, so encoders whose attention goes through Hugging
 Face's attention interface with SDPA (BERT, RoBERTa, ELECTRA, …) get `ATTENTION`: in training
-with dropout it is eager attention with `bit_dropout`, otherwise plain SDPA. The name lives in
-the in-memory config only (transformers does not save it), so saved encoders load anywhere.
+with dropout it is attention with `bit_dropout`, otherwise plain SDPA. The name lives in the
+in-memory config only (transformers does not save it), so saved encoders load anywhere.
+
+Eager attention keeps three float copies of the scores per layer for its backward pass (the
+probabilities, the dropout mask, the dropped probabilities): at 512 tokens, batch 32 and 12 heads
+that is 1.2 GB a layer in fp32. From `LEAN_FROM_LENGTH` keys on, `LeanDroppedAttention` keeps only
+the dropout mask (one byte per score) and recomputes the probabilities in the backward pass, a
+block of query rows at a time, so that no more than one block's scores exist at once.
 
 On a GPU, where dropout is one fused kernel, nothing is swapped.
 """
@@ -21,6 +27,15 @@ import torch
 from torch import nn
 
 ATTENTION = "mtbio_sdpa_bit_dropout"
+LEAN_FROM_LENGTH = 256  # keys per row from which attention recomputes its probabilities (benchmarks/bench_train.py)
+BLOCK_SCORES = 1 << 23  # scores per block of query rows in the lean path (32 MB in fp32)
+
+
+def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
+    """Booleans, True with probability 1 - p (to a multiple of 1/65536), from 16 random bits each."""
+    n = shape.numel()
+    bits = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=device)
+    return bits.view(torch.int16)[:n].view(shape) >= round(p * 65536) - 32768
 
 
 def bit_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -29,10 +44,7 @@ def bit_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tenso
         return x
     if p >= 1.0:
         return x * 0.0
-    n = x.numel()
-    bits = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
-    bits = bits.view(torch.int16)[:n].view(x.shape)
-    keep = bits >= round(p * 65536) - 32768
+    keep = keep_mask(x.shape, p, x.device)
     # one mask holding 0 or 1/(1-p): a single product forward and backward (x * 1 * s == x * s exactly)
     return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
 
@@ -42,6 +54,57 @@ class BitDropout(nn.Dropout):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return bit_dropout(x, self.p, self.training)
+
+
+class LeanDroppedAttention(torch.autograd.Function):
+    """dropout(softmax(q·kᵀ + bias)) · v with a given keep mask, saving q, k, v, the bias and the mask:
+    the backward pass recomputes each block's probabilities. Matmuls run in q's dtype, softmax in fp32,
+    as under autocast. Returns (batch, heads, queries, head_dim)."""
+
+    @staticmethod
+    def forward(ctx: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
+                keep: torch.Tensor, p: float, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(query, key, value, bias, keep)
+        ctx.p, ctx.scale = p, scale
+        with torch.autocast(query.device.type, enabled=False):
+            return torch.cat([torch.matmul(_dropped(query, key, bias, keep, p, scale, rows)[1], value)
+                              for rows in _blocks(query, key)], dim=2)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        query, key, value, bias, keep = ctx.saved_tensors
+        grad_out = grad_out.to(value.dtype)
+        grad_query = torch.empty_like(query)
+        grad_key = torch.zeros(key.shape, dtype=torch.float32, device=key.device)
+        grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
+        with torch.autocast(query.device.type, enabled=False):
+            for rows in _blocks(query, key):
+                probs, dropped = _dropped(query, key, bias, keep, ctx.p, ctx.scale, rows)
+                grad_value += torch.matmul(dropped.transpose(2, 3), grad_out[:, :, rows])
+                grad_probs = torch.matmul(grad_out[:, :, rows], value.transpose(2, 3)).float()
+                grad_probs = grad_probs.mul_(keep[:, :, rows]).mul_(1.0 / (1.0 - ctx.p))
+                grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
+                grad_scores = grad_scores.to(query.dtype)
+                grad_query[:, :, rows] = torch.matmul(grad_scores, key) * ctx.scale
+                grad_key += torch.matmul(grad_scores.transpose(2, 3), query[:, :, rows] * ctx.scale)
+        return grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), None, None, None, None
+
+
+def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
+    """Slices of query rows with about `BLOCK_SCORES` scores each."""
+    per_row = query.shape[0] * query.shape[1] * key.shape[2]
+    size = max(1, BLOCK_SCORES // per_row)
+    return [slice(start, start + size) for start in range(0, query.shape[2], size)]
+
+
+def _dropped(query: torch.Tensor, key: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor, p: float,
+             scale: float, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """One block's probabilities (fp32) and its dropped probabilities (in query's dtype)."""
+    scores = torch.matmul(query[:, :, rows] * scale, key.transpose(2, 3))
+    if bias is not None:
+        scores = scores + (bias[:, :, rows] if bias.shape[2] > 1 else bias)
+    probs = torch.softmax(scores.float(), dim=-1)
+    return probs, (probs * keep[:, :, rows]).mul_(1.0 / (1.0 - p)).to(query.dtype)
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -59,12 +122,23 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     scale = scaling if scaling is not None else query.size(-1) ** -0.5
-    scores = torch.matmul(query * scale, key.transpose(2, 3))
+    bias = attention_mask
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # True: attend
-        bias = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device)
-        scores = scores + bias.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
-    elif attention_mask is not None:  # additive (0 or very negative), as some models build them
-        scores = scores + attention_mask
+        dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) \
+            else query.dtype
+        bias = torch.zeros(attention_mask.shape, dtype=dtype, device=query.device)
+        bias.masked_fill_(~attention_mask, torch.finfo(dtype).min)
+    if key.shape[2] >= LEAN_FROM_LENGTH:
+        if torch.is_autocast_enabled(query.device.type):
+            dtype = torch.get_autocast_dtype(query.device.type)
+            query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+        shape = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+        keep = keep_mask(torch.Size(shape), dropout, query.device)
+        out = LeanDroppedAttention.apply(query, key, value, bias, keep, dropout, scale)
+        return out.transpose(1, 2).contiguous(), None
+    scores = torch.matmul(query * scale, key.transpose(2, 3))
+    if bias is not None:  # additive: 0 or very negative
+        scores = scores + bias
     probs = bit_dropout(torch.softmax(scores, dim=-1), dropout)
     return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
 
