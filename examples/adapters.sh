@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One encoder, many tasks (issue 32): Table 3's four biomedical tasks in six rows, at the Table 3 study's scale
 # and recipe (the packaged MiniLM-L6, mtbio/training/recipes/minilm.yml, 2,000 training examples per task,
-# bf16, dev scored once at the end, test scored once with the weights dev chose):
+# dev scored once at the end, test scored once with the weights dev chose), every row in fp32 so that any CPU
+# can train any cell (Table 3's committed cells are bf16, which a CPU without AVX512-BF16 or AMX cannot run):
 #
-#   single-task, MT-Refinement, MT-Fine-Tune   the committed cells of examples/mtbert_biomedical.sh
+#   single-task, MT-Refinement, MT-Fine-Tune   examples/mtbert_biomedical.sh's cells, trained by it into
+#                                              RESULTS/table3 with this script's TRAIN_ARGS (TABLE3 elsewhere:
+#                                              those cells instead, e.g. the committed bf16 ones)
 #   single-task LoRA                           the encoder frozen, one LoRA + head per task
 #   refined + LoRA                             the refined encoder frozen, one LoRA + head per task
 #   merged                                     the four single-task encoders merged into one (mtbio merge)
@@ -14,8 +17,9 @@
 #
 #   bash examples/adapters.sh       # resumes: finished cells are skipped
 #
-# ROWS trains some rows only (no tables), so that two copies with different SEEDS share a machine, e.g.
+# ROWS trains some rows only (no tables; nor with TABLES=0), so that copies with different SEEDS share a machine, e.g.
 #   ROWS=single-task-lora SEEDS="43 44" bash examples/adapters.sh & ROWS=merged SEEDS="42 43" bash examples/adapters.sh
+# (table3 is trained by whichever copy has it in ROWS; refined-lora and merged reuse its weights from OUT).
 # LR_SEED (the first seed by default) is the seed whose dev scores choose the LoRA rate.
 #
 # Weights go to OUT (not committed); the small files of every finished cell to RESULTS (committed).
@@ -28,15 +32,15 @@ SEEDS=${SEEDS:-42 43 44}
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}
 RECIPE=${RECIPE:-minilm}
-TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision no --eval-every 1000000}
 LORA_LRS=${LORA_LRS:-2e-4 1e-3}
 MERGE_METHODS=${MERGE_METHODS:-ties average}
 SPLITS=${SPLITS:-dev test}                          # tables to write; test is scored only if listed
-TABLE3=${TABLE3:-$HERE/mtbert_biomedical}           # the committed single-task, refine and mt-fine-tune cells
 OUT=${OUT:-runs/adapters-biomedical}
 RESULTS=${RESULTS:-$HERE/adapters_biomedical}
+TABLE3=${TABLE3:-$RESULTS/table3}                   # single-task, refine and mt-fine-tune cells
 MTBIO=${MTBIO:-mtbio}
-ALL_ROWS="single-task-lora refined-lora merged"
+ALL_ROWS="table3 single-task-lora refined-lora merged"
 ROWS=${ROWS:-$ALL_ROWS}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
@@ -88,11 +92,16 @@ if row single-task-lora || row refined-lora; then
 fi
 
 for seed in "${seeds[@]}"; do
-  # 2. single-task LoRA at the chosen rate
+  # 2. Table 3's rows, unless TABLE3 holds cells trained elsewhere
+  if row table3 && [ "$TABLE3" = "$RESULTS/table3" ]; then
+    SEEDS=$seed TASKS=$TASKS DATA_DIR=$DATA_DIR ENCODER=$ENCODER RECIPE=$RECIPE TRAIN_ARGS=$TRAIN_ARGS SPLITS=$SPLITS \
+        OUT=$OUT RESULTS=$TABLE3 MTBIO=$MTBIO TABLES=0 bash "$HERE/mtbert_biomedical.sh"
+  fi
+  # single-task LoRA at the chosen rate
   if row single-task-lora; then
     for task in $tasks; do lora_cell "single-task-lora/lr-$best_lr/seed-$seed/$task" "$seed" "$best_lr"; done
   fi
-  # 3. refined + LoRA: the refine run retrained with its weights (Table 3's cells keep none)
+  # refined + LoRA: Table 3's refine run, retrained if its weights are gone
   refined=$OUT/refine/seed-$seed
   need=0
   for task in $tasks; do done_cell "refined-lora/seed-$seed/$task" || need=1; done
@@ -101,7 +110,7 @@ for seed in "${seeds[@]}"; do
         "${common[@]}" --output "$refined"
     for task in $tasks; do lora_cell "refined-lora/seed-$seed/$task" "$seed" "$best_lr" "$refined"; done
   fi
-  # 4. merged single-task encoders: the single-task runs retrained with their weights
+  # merged single-task encoders: Table 3's single-task runs, retrained if their weights are gone
   need=0
   for method in $MERGE_METHODS; do done_cell "merged/$method/seed-$seed" || need=1; done
   if row merged && [ $need = 1 ]; then
@@ -121,8 +130,8 @@ for seed in "${seeds[@]}"; do
   fi
 done
 
-# 5. the merge method, on dev over every seed; then the tables
-[ "$ROWS" = "$ALL_ROWS" ] || exit 0
+# 3. the merge method, on dev over every seed; then the tables
+[ "$ROWS" = "$ALL_ROWS" ] && [ "${TABLES:-1}" = 1 ] || exit 0   # TABLES=0: cells only
 read -r best_method best <<< "$(best_on_dev "$RESULTS/merged/{}" $MERGE_METHODS)"
 echo "merge method chosen on dev (mean over seeds and tasks): $best_method ($best)"
 for split in $SPLITS; do

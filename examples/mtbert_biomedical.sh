@@ -80,6 +80,7 @@ for seed in $SEEDS; do
   fi
 done
 wait
+[ "${TABLES:-1}" = 1 ] || exit 0                     # TABLES=0: cells only (examples/adapters.sh)
 
 for split in $SPLITS; do
   views=(primary)

@@ -12,6 +12,16 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # a worker's torch and subprocesses get its share of the cores
+    os.environ.setdefault("OMP_NUM_THREADS",
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (setup.cfg's addopts): a worker per core, at most four (each holds torch and starts processes)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def _default_data_dir() -> Path:
     env = os.environ.get("MTBIO_DATA_DIR")
     return Path(env) if env else REPO.parent / "shared" / "data"

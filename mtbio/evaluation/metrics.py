@@ -15,10 +15,6 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from seqeval.metrics import f1_score as seqeval_f1
-from seqeval.scheme import IOBES
-from sklearn.metrics import f1_score
 
 from mtbio.data.example import Label
 from mtbio.errors import MtbioError
@@ -140,6 +136,8 @@ def _is_constant(x: np.ndarray) -> bool:
 @register_metric("pearson", ("number",))
 def pearson(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Pearson r. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
+    from scipy.stats import pearsonr  # here, not at the top: a training process that needs none saves ~1.4 s
+
     g, p = _regression_arrays(gold, pred, task, "pearson")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(pearsonr(g, p)[0])
 
@@ -147,6 +145,8 @@ def pearson(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups:
 @register_metric("spearman", ("number",))
 def spearman(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Spearman rho. Returns 0.0 (not nan) when gold or pred is constant or has fewer than two values."""
+    from scipy.stats import spearmanr
+
     g, p = _regression_arrays(gold, pred, task, "spearman")
     return 0.0 if _is_constant(g) or _is_constant(p) else float(spearmanr(g, p)[0])
 
@@ -186,6 +186,8 @@ def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskD
         positives = [x for x in positives if x in present]
         if not positives:
             return 0.0
+    from sklearn.metrics import f1_score
+
     return float(f1_score(list(gold), list(pred), labels=positives, average=average, zero_division=0))
 
 
@@ -283,6 +285,9 @@ def entity_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, group
     strict mode with the IOBES scheme.
     """
     g, p = _tag_sequences(gold, pred, task, "entity_f1")
+    from seqeval.metrics import f1_score as seqeval_f1  # imports sklearn and scipy.stats: ~1.4 s
+    from seqeval.scheme import IOBES
+
     if task.tagging_scheme == "IOBES":
         return float(seqeval_f1(g, p, mode="strict", scheme=IOBES, zero_division=0))
     return float(seqeval_f1(g, p, zero_division=0))
