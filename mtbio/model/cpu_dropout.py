@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 ATTENTION = "mtbio_sdpa_bit_dropout"
-LEAN_FROM_LENGTH = 256  # keys per row from which attention recomputes its probabilities (benchmarks/bench_train.py)
+LEAN_FROM_LENGTH = 384  # keys from which the lean path was faster as well as smaller (benchmarks/bench_attention.py)
 BLOCK_SCORES = 1 << 23  # scores per block of query rows in the lean path (32 MB in fp32)
 
 
