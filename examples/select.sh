@@ -4,9 +4,11 @@
 # researcher's new dataset beside mtbio's shipped tasks. `mtbio select` ranks the candidates with PREDICTOR
 # (the best measured within target, examples/predictor_validation.md), verifies the TOP best as pairs with the
 # target, then trains the target with the verified helpful partners and with every candidate (ratio mixer, the
-# target as main task), against the target alone: three seeds, dev scored once at the end of each cell,
-# verdicts by the shared rule. The targets (NCBI-disease tagging, HoC multi-label) are in no committed graph;
-# the candidates are the biomedical graph's four tasks.
+# target as main task), against the target alone: three seeds, dev scored once at the end of each cell (the
+# partners chosen on it), test scored once per cell for the final comparison, verdicts by the shared rule, all in
+# fp32 (any CPU can run any cell). The targets (NCBI-disease tagging, HoC multi-label, MQP question pairs) are in
+# no committed graph; the candidates are the biomedical graph's four tasks (relations and NER). The study's
+# design was declared in examples/select_biomedical.md before its first cell ran.
 #
 #   bash examples/select.sh          # resumes: finished cells are skipped
 #
@@ -15,7 +17,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-TARGETS=${TARGETS:-ncbi-disease hoc}
+TARGETS=${TARGETS:-ncbi-disease hoc mqp}
 CANDIDATES=${CANDIDATES:-chemprot,ddi,bc5cdr-chem,bc5cdr-disease}
 TARGET_EXAMPLES=${TARGET_EXAMPLES:-200}
 PREDICTOR=${PREDICTOR:-lookahead}
@@ -24,7 +26,7 @@ SEEDS=${SEEDS:-3}
 DATA_DIR=${DATA_DIR:-../shared/data}
 ENCODER=${ENCODER:-minilm}
 RECIPE=${RECIPE:-minilm}
-TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision bf16 --eval-every 1000000}
+TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision no --eval-every 1000000 --eval-test}
 PREDICTOR_ARGS=${PREDICTOR_ARGS:---affinity-every 25}
 OUT=${OUT:-$HERE/select_biomedical}
 PARALLEL=${PARALLEL:-1}

@@ -173,10 +173,13 @@ def keyword_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     dev_labels = [r[2] for r in dev]
     rng.shuffle(dev_labels)
     _write(root / "data/noise/dev.tsv", [(a, b, lab) for (a, b, _), lab in zip(dev, dev_labels)])
+    test = _rows(rng, 48, "s")
+    for folder in ("few", "all", "noise"):
+        _write(root / f"data/{folder}/test.tsv", test)
     (root / "defs").mkdir()
     for name, folder in (("kw-few", "few"), ("kw-all", "all"), ("kw-noise", "noise")):
         (root / "defs" / f"{name}.yml").write_text(
             f"name: {name}\ntype: classification\nformat: tsv\ncolumns: {{id: 0, text: 1, label: 2}}\n"
-            f"files: {{train: {folder}/train.tsv, dev: {folder}/dev.tsv}}\nlabels: [pos, neg]\nmetric: accuracy\n"
-            "max_length: 16\n")
+            f"files: {{train: {folder}/train.tsv, dev: {folder}/dev.tsv, test: {folder}/test.tsv}}\n"
+            "labels: [pos, neg]\nmetric: accuracy\nmax_length: 16\n")
     return str(root / "defs"), str(root / "data")

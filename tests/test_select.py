@@ -89,8 +89,14 @@ def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, mi
     options = {k: v for k, v in _options(keyword_tasks, micro_encoder, tmp_path / "nv").items()
                if k not in ("target", "candidates", "top", "predictor", "seeds")}
     result = mtbio.select(target="kw-few", candidates="kw-all,kw-noise", top=1, predictor="size_ratio", verify=False,
-                          seeds=1, echo=lambda _: None, **options)  # the Python API
+                          seeds=1, eval_test=True, echo=lambda _: None, **options)  # the Python API
     assert result is not None and result["selected"] == ["kw-all"] and result["pairs"] is None
+    # --eval-test: the three-way comparison on test, scored once per cell; dev beside it
+    assert result["outcome_split"] == "test" and result["outcome"] != result["outcome_dev"]
+    cell = json.loads((tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").read_text())
+    assert result["outcome"]["scores"]["selected"]["mean"] == cell["test"]["kw-few"]["accuracy"]
+    assert result["outcome_dev"]["scores"]["selected"]["mean"] == cell["dev"]["kw-few"]["accuracy"]
+    assert "| partners | kw-few test accuracy | dev" in (tmp_path / "nv" / "select.md").read_text()
     assert not (tmp_path / "nv" / "pairwise" / "pairs").exists()
     assert (tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").is_file()
     assert "--no-verify" in (tmp_path / "nv" / "select.md").read_text()

@@ -10,7 +10,8 @@
 The candidates are ranked by the predictor (its cost is printed); unless --no-verify, the top K are
 trained as pairs with the target and those that improve it under the shared decision rule are the
 selection (with --no-verify, the top K are). The target is then trained with the selection and with
-every candidate. Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun skips the
+every candidate, and the three are compared on dev, and on test with --eval-test (each cell scores test
+once, with its best-dev weights; the partners were chosen on dev). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun skips the
 finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations
@@ -81,14 +82,18 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
                               lambda *_: [], echo) is None:
         return directory, None
-    runs = {"alone": alone_scores, **{name: _scores(groups[name], target) if name in groups else alone_scores
-                                       for name in sets}}
+    outcomes = {}
+    for split in ("dev", "test") if config.eval_test else ("dev",):
+        runs = {"alone": _scores(alone, target, split),
+                **{name: _scores(groups[name] if name in groups else alone, target, split) for name in sets}}
+        outcomes[split] = build_selection(target.name, target.metric, runs, config.alpha, config.min_delta,
+                                          config.correction)
     result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
               "pairs_family": verified["family"] if verified else None, "correction": config.correction,
-              "selected": selected, "seeds": seeds, "outcome": build_selection(
-                  target.name, target.metric, runs, config.alpha, config.min_delta, config.correction)}
+              "selected": selected, "seeds": seeds, "outcome_split": "test" if config.eval_test else "dev",
+              "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
     if state.is_main_process:
         write_json(SweepDir(directory).summary_file("select"), result)
         write_text(directory / "select.md", selection_markdown(result))
@@ -104,9 +109,9 @@ def group_cell(groups_dir: Path, target: str, partners: list[str], seed: int, lr
     return Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)
 
 
-def _scores(cells: list[Cell], target: TaskDef) -> dict[int, float]:
-    """The target's dev score in each finished cell, by seed."""
-    found = {cell.seed: cell_score(cell, target) for cell in cells if cell.done}
+def _scores(cells: list[Cell], target: TaskDef, split: str = "dev") -> dict[int, float]:
+    """The target's score on `split` in each finished cell, by seed."""
+    found = {cell.seed: cell_score(cell, target, split) for cell in cells if cell.done}
     return {seed: score for seed, score in found.items() if score is not None}
 
 

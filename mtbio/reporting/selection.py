@@ -60,10 +60,18 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
                   for c, cell in result["pairs"].items()]
     else:
         lines.append(f"--no-verify: the top {result['top']} are kept without training them as pairs.")
-    lines += ["", f"Selected: {', '.join(result['selected']) or 'none (the target alone)'}", "",
-              f"| partners | {target} dev {outcome['metric']} (mean ± sd over {len(result['seeds'])} seed(s)) |",
-              "|---|---|"]
-    lines += [f"| {name} | {_pm(entry)} |" for name, entry in outcome["scores"].items()]
+    split = result.get("outcome_split", "dev")
+    dev = result.get("outcome_dev", outcome)
+    lines += ["", f"Selected: {', '.join(result['selected']) or 'none (the target alone)'}", ""]
+    if split == "dev":
+        lines += [f"| partners | {target} dev {outcome['metric']} (mean ± sd over {len(result['seeds'])} seed(s)) |",
+                  "|---|---|"]
+        lines += [f"| {name} | {_pm(entry)} |" for name, entry in outcome["scores"].items()]
+    else:  # test, scored once; dev beside it
+        lines += [f"| partners | {target} test {outcome['metric']} | dev (mean ± sd over {len(result['seeds'])} "
+                  "seed(s)) |", "|---|---|---|"]
+        lines += [f"| {name} | {_pm(entry)} | {_pm(dev['scores'][name])} |" for name, entry in outcome["scores"].items()]
+        lines += ["", "Comparisons on test (the partners were chosen on dev):"]
     lines += ["", "| comparison | Δ | adjusted p | verdict |", "|---|---|---|---|"]
     lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {cell['verdict']} |"
               for name, cell in outcome["comparisons"].items()]
