@@ -38,6 +38,11 @@ SETTINGS: dict[str, dict[str, str]] = {
     # the threshold after each such free, and later big tensors stay in the heap)
     "cache off + MALLOC_MMAP_THRESHOLD_=8MiB": {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)},
     "cache off + MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
+    # attention with dropout keeps a one-byte mask instead of three float copies of its scores from N keys
+    # (mtbio/model/cpu_dropout.py; mtbio's default: 129)
+    "lean attention from 256 keys": {"MTBIO_LEAN_ATTENTION_FROM": "256"},
+    "lean attention from 128 keys": {"MTBIO_LEAN_ATTENTION_FROM": "128"},
+    "lean attention never": {"MTBIO_LEAN_ATTENTION_FROM": str(2**31)},
 }
 
 

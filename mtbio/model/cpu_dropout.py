@@ -13,7 +13,7 @@ in-memory config only (transformers does not save it), so saved encoders load an
 
 Eager attention keeps three float copies of the scores per layer for its backward pass (the
 probabilities, the dropout mask, the dropped probabilities): at 512 tokens, batch 32 and 12 heads
-that is 1.2 GB a layer in fp32. From `LEAN_FROM_LENGTH` keys on, `LeanDroppedAttention` keeps only
+that is 1.2 GB a layer in fp32. From `LEAN_FROM_LENGTH` keys on (`MTBIO_LEAN_ATTENTION_FROM`), `LeanDroppedAttention` keeps only
 the dropout mask (one byte per score) and recomputes the probabilities in the backward pass, a
 block of query rows at a time, so that no more than one block's scores exist at once.
 
@@ -21,13 +21,16 @@ On a GPU, where dropout is one fused kernel, nothing is swapped.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 from torch import nn
 
 ATTENTION = "mtbio_sdpa_bit_dropout"
-LEAN_FROM_LENGTH = 384  # keys from which the lean path was faster as well as smaller (benchmarks/bench_attention.py)
+# keys from which attention takes the lean path: rows longer than the default 128 tokens (NER's packed rows and
+# 128-token tasks keep the eager path, faster there); MTBIO_LEAN_ATTENTION_FROM overrides; see docs/speed.md
+LEAN_FROM_LENGTH = int(os.environ.get("MTBIO_LEAN_ATTENTION_FROM", "129"))
 BLOCK_SCORES = 1 << 23  # scores per block of query rows in the lean path (32 MB in fp32)
 
 
