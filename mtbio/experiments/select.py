@@ -11,8 +11,8 @@ The candidates are ranked by the predictor (its cost is printed); unless --no-ve
 trained as pairs with the target and those that improve it under the shared decision rule are the
 selection (with --no-verify, the top K are). The target is then trained with the selection and with
 every candidate, and the three are compared on dev, and on test with --eval-test (each cell scores test
-once, with its best-dev weights; the partners were chosen on dev). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun skips the
-finished ones, and a finished prediction is read back.
+once, with its best-dev weights; the partners were chosen on dev). Every training run is a sweep cell
+(`mtbio.experiments.sweep`): a rerun skips the finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations
 

@@ -13,9 +13,10 @@ in-memory config only (transformers does not save it), so saved encoders load an
 
 Eager attention keeps three float copies of the scores per layer for its backward pass (the
 probabilities, the dropout mask, the dropped probabilities): at 512 tokens, batch 32 and 12 heads
-that is 1.2 GB a layer in fp32. From `LEAN_FROM_LENGTH` keys on (`MTBIO_LEAN_ATTENTION_FROM`), `LeanDroppedAttention` keeps only
-the dropout mask (one byte per score) and recomputes the probabilities in the backward pass, a
-block of query rows at a time, so that no more than one block's scores exist at once.
+that is 1.2 GB a layer in fp32. From `LEAN_FROM_LENGTH` keys on (`MTBIO_LEAN_ATTENTION_FROM`),
+`LeanDroppedAttention` keeps only the dropout mask (one byte per score) and recomputes the
+probabilities in the backward pass, a block of query rows at a time, so that no more than one
+block's scores exist at once.
 
 On a GPU, where dropout is one fused kernel, nothing is swapped.
 """
@@ -125,16 +126,15 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     scale = scaling if scaling is not None else query.size(-1) ** -0.5
+    # the scores' dtype: autocast's where it is on, else the inputs'
+    dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) \
+        else query.dtype
     bias = attention_mask
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # True: attend
-        dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) \
-            else query.dtype
         bias = torch.zeros(attention_mask.shape, dtype=dtype, device=query.device)
         bias.masked_fill_(~attention_mask, torch.finfo(dtype).min)
     if key.shape[2] >= LEAN_FROM_LENGTH:
-        if torch.is_autocast_enabled(query.device.type):
-            dtype = torch.get_autocast_dtype(query.device.type)
-            query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+        query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
         shape = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
         keep = keep_mask(torch.Size(shape), dropout, query.device)
         out = LeanDroppedAttention.apply(query, key, value, bias, keep, dropout, scale)

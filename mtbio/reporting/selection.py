@@ -70,7 +70,8 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
     else:  # test, scored once; dev beside it
         lines += [f"| partners | {target} test {outcome['metric']} | dev (mean ± sd over {len(result['seeds'])} "
                   "seed(s)) |", "|---|---|---|"]
-        lines += [f"| {name} | {_pm(entry)} | {_pm(dev['scores'][name])} |" for name, entry in outcome["scores"].items()]
+        lines += [f"| {name} | {_pm(entry)} | {_pm(dev['scores'][name])} |"
+                  for name, entry in outcome["scores"].items()]
         lines += ["", "Comparisons on test (the partners were chosen on dev):"]
     lines += ["", "| comparison | Δ | adjusted p | verdict |", "|---|---|---|---|"]
     lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {cell['verdict']} |"
