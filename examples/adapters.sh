@@ -74,12 +74,18 @@ print(best, round(mean_dev(template.replace("{}", best)), 6))
 EOF
 }
 lora_cell() {  # lora_cell CELL SEED LR [START]: one task per call, TASK from the cell's name; START a refine run
-  local cell=$1 seed=$2 lr=$3 start=(--encoder "$ENCODER")
+  local cell=$1 seed=$2 lr=$3 start=(--encoder "$ENCODER") lock
   [ -n "${4:-}" ] && start=(--from "$4")
   done_cell "$cell" && return 0
-  "$MTBIO" finetune --task "$(basename "$cell")" "${start[@]}" --seed "$seed" "${common[@]}" --adapter lora \
-      --lr "$lr" --output "$OUT/$(dirname "$cell")"
-  keep "$cell"
+  mkdir -p "$OUT/$(dirname "$cell")"
+  exec {lock}>"$OUT/$cell.lock"  # copies sharing OUT (LR_SEED's cells) take turns: a cell is trained once
+  flock "$lock"
+  if ! done_cell "$cell"; then
+    "$MTBIO" finetune --task "$(basename "$cell")" "${start[@]}" --seed "$seed" "${common[@]}" --adapter lora \
+        --lr "$lr" --output "$OUT/$(dirname "$cell")"
+    keep "$cell"
+  fi
+  exec {lock}>&-
 }
 
 # 1. the LoRA learning rate, on LR_SEED's dev

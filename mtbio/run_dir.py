@@ -1,6 +1,7 @@
 """A run's directory, the one owner of its layout:
 
     results.json     final scores, stage and throughput; written last, so a directory that has one is finished
+    .training.lock   held (flock) by the one process training in the directory
     config.yaml      the options the run was started with
     tasks/<task>.yml the task definitions it trained, resolved
     encoder/, heads/<task>/  its weights (safetensors) and head configs
@@ -8,7 +9,12 @@
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,7 +22,7 @@ from typing import Any, ClassVar
 import yaml
 
 from mtbio.errors import MtbioError
-from mtbio.fileio import write_json
+from mtbio.fileio import make_dir, write_json, writing
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,7 @@ class RunDir:
 
     path: Path
     RESULTS: ClassVar[str] = "results.json"
+    LOCK: ClassVar[str] = ".training.lock"
 
     def __init__(self, path: Path | str):
         object.__setattr__(self, "path", Path(path))
@@ -78,6 +85,35 @@ class RunDir:
         if not isinstance(results, dict):
             raise MtbioError(f"{path}: unreadable (not a JSON object)")
         return results
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the directory for this process while it trains there (an advisory lock that the kernel drops
+        when the process ends, however it ends); MtbioError naming the holder when another process has it.
+        A directory created here that is left holding only the lock is removed again."""
+        created = not self.path.exists()
+        make_dir(self.path)
+        lock = self.path / self.LOCK
+        with writing(lock):
+            handle = open(lock, "a+", encoding="utf-8")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise MtbioError(f"{self.path}: {holder} is training in this directory; wait for it to finish or "
+                                 "choose another --output") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"mtbio process {os.getpid()} on {socket.gethostname()}")
+            handle.flush()
+            yield
+        finally:
+            handle.close()
+            if created and [p.name for p in self.path.iterdir()] == [self.LOCK]:
+                lock.unlink(missing_ok=True)
+                self.path.rmdir()
 
     def write_results(self, results: dict[str, Any]) -> Path:
         """Write `results` as results.json (indented JSON), which marks the run finished; returns its path."""

@@ -163,3 +163,39 @@ def test_missing_head_weights_are_refused(saved_run: Path) -> None:
     (saved_run / "heads" / "demo-ner").mkdir()
     (saved_run / "heads" / "demo-ner" / "head_config.json").write_text("{}")
     _refused(saved_run, r"heads/demo-ner: missing model.safetensors")
+
+
+def test_a_second_process_cannot_train_in_a_directory_in_use(tmp_path: Path, tiny_encoder: str) -> None:
+    """Two copies of a script resuming the same cell once wrote over each other's checkpoints: the second is
+    refused with one line naming the holder, and the directory is free again once the holder has ended."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "f.write('mtbio process 4242 on elsewhere'); f.flush(); print('held', flush=True); sys.stdin.read()",
+         str(run / ".training.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        args = ["refine", "--tasks", "demo-relation", "--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR),
+                "--encoder", tiny_encoder, "--output", str(run), "--max-steps", "1", "--resume"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert f"error: {run}: mtbio process 4242 on elsewhere is training in this directory" in result.output
+        assert sorted(p.name for p in run.iterdir()) == [".training.lock"]  # nothing of the holder's touched
+    finally:
+        holder.communicate("")
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert (run / "results.json").is_file()
+
+
+def test_a_run_that_fails_before_writing_leaves_no_directory(tmp_path: Path, tiny_encoder: str) -> None:
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-relation", "--task-defs", SAMPLE_DEFS,
+                                       "--data-dir", str(tmp_path), "--encoder", tiny_encoder,
+                                       "--output", str(run), "--max-steps", "1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert not run.exists()
