@@ -70,28 +70,35 @@ class LeanDroppedAttention(torch.autograd.Function):
                 keep: torch.Tensor, p: float, scale: float) -> torch.Tensor:
         ctx.save_for_backward(query, key, value, bias, keep)
         ctx.p, ctx.scale = p, scale
+        batch, heads = query.shape[:2]
+        keys_t, values = _flat(key).transpose(1, 2), _flat(value)
         with torch.autocast(query.device.type, enabled=False):
-            return torch.cat([torch.matmul(_dropped(query, key, bias, keep, p, scale, rows)[1], value)
-                              for rows in _blocks(query, key)], dim=2)
+            out = torch.cat([torch.bmm(_flat(_dropped(query, keys_t, bias, keep, scale, rows)[1]), values)
+                             for rows in _blocks(query, key)], dim=1)
+        return out.mul_(1.0 / (1.0 - p)).view(batch, heads, -1, value.shape[-1])
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         query, key, value, bias, keep = ctx.saved_tensors
-        grad_out = grad_out.to(value.dtype)
+        # the dropout's 1/(1-p) is applied to grad_out (head_dim values per query) instead of to the scores
+        grad_out = (grad_out.to(value.dtype) * (1.0 / (1.0 - ctx.p))).contiguous()
         grad_query = torch.empty_like(query)
-        grad_key = torch.zeros(key.shape, dtype=torch.float32, device=key.device)
-        grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
+        grad_key = torch.zeros(_flat(key).shape, dtype=torch.float32, device=key.device)
+        grad_value = torch.zeros(_flat(value).shape, dtype=torch.float32, device=value.device)
+        keys_t, keys, values_t = _flat(key).transpose(1, 2), _flat(key), _flat(value).transpose(1, 2)
         with torch.autocast(query.device.type, enabled=False):
             for rows in _blocks(query, key):
-                probs, dropped = _dropped(query, key, bias, keep, ctx.p, ctx.scale, rows)
-                grad_value += torch.matmul(dropped.transpose(2, 3), grad_out[:, :, rows])
-                grad_probs = torch.matmul(grad_out[:, :, rows], value.transpose(2, 3)).float()
-                grad_probs = grad_probs.mul_(keep[:, :, rows]).mul_(1.0 / (1.0 - ctx.p))
+                probs, dropped = _dropped(query, keys_t, bias, keep, ctx.scale, rows)
+                grad_rows = _flat(grad_out[:, :, rows])
+                grad_value += torch.bmm(_flat(dropped).transpose(1, 2), grad_rows)
+                grad_probs = torch.bmm(grad_rows, values_t).float().view(probs.shape)
+                grad_probs = torch.where(keep[:, :, rows], grad_probs, 0.0)
                 grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
-                grad_scores = grad_scores.to(query.dtype)
-                grad_query[:, :, rows] = torch.matmul(grad_scores, key) * ctx.scale
-                grad_key += torch.matmul(grad_scores.transpose(2, 3), query[:, :, rows] * ctx.scale)
-        return grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), None, None, None, None
+                grad_scores = _flat(grad_scores.to(query.dtype))
+                grad_query[:, :, rows] = torch.bmm(grad_scores, keys).view_as(grad_query[:, :, rows]) * ctx.scale
+                grad_key += torch.bmm(grad_scores.transpose(1, 2), _flat(query[:, :, rows] * ctx.scale))
+        return (grad_query, grad_key.view(key.shape).to(key.dtype), grad_value.view(value.shape).to(value.dtype),
+                None, None, None, None)
 
 
 def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
@@ -101,14 +108,22 @@ def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
     return [slice(start, start + size) for start in range(0, query.shape[2], size)]
 
 
-def _dropped(query: torch.Tensor, key: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor, p: float,
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, rows, columns) as (batch * heads, rows, columns), for `torch.bmm`, which takes transposed
+    operands as they are (`torch.matmul` on 4-D ones copies a transposed one on every call)."""
+    return x.reshape(-1, *x.shape[2:])
+
+
+def _dropped(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor,
              scale: float, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
-    """One block's probabilities (fp32) and its dropped probabilities (in query's dtype)."""
-    scores = torch.matmul(query[:, :, rows] * scale, key.transpose(2, 3))
+    """One block's probabilities (fp32) and its dropped probabilities (in query's dtype, not yet scaled by
+    1/(1-p)). `keys_t`: the keys as (batch * heads, head_dim, keys)."""
+    block = query[:, :, rows]
+    scores = torch.bmm(_flat(block * scale), keys_t).view(*block.shape[:3], keys_t.shape[-1])
     if bias is not None:
         scores = scores + (bias[:, :, rows] if bias.shape[2] > 1 else bias)
     probs = torch.softmax(scores.float(), dim=-1)
-    return probs, (probs * keep[:, :, rows]).mul_(1.0 / (1.0 - p)).to(query.dtype)
+    return probs, torch.where(keep[:, :, rows], probs, 0.0).to(query.dtype)
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
