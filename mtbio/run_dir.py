@@ -1,7 +1,7 @@
 """A run's directory, the one owner of its layout:
 
     results.json     final scores, stage and throughput; written last, so a directory that has one is finished
-    .training.lock   held (flock) by the one process training in the directory
+    .training.lock   held (flock) by the one process training in the directory, while it does
     config.yaml      the options the run was started with
     tasks/<task>.yml the task definitions it trained, resolved
     encoder/, heads/<task>/  its weights (safetensors) and head configs
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import yaml
 
@@ -90,30 +90,44 @@ class RunDir:
     def held(self) -> Iterator[None]:
         """Hold the directory for this process while it trains there (an advisory lock that the kernel drops
         when the process ends, however it ends); MtbioError naming the holder when another process has it.
-        A directory created here that is left holding only the lock is removed again."""
+        The lock file goes when the run ends, and a directory created here and left empty goes with it."""
         created = not self.path.exists()
         make_dir(self.path)
-        lock = self.path / self.LOCK
-        with writing(lock):
-            handle = open(lock, "a+", encoding="utf-8")
+        handle = self._lock()
         try:
+            yield
+        finally:
+            Path(handle.name).unlink(missing_ok=True)  # removed while still held: a newcomer makes a fresh one
+            handle.close()
+            if created and not any(self.path.iterdir()):
+                self.path.rmdir()
+
+    def _lock(self) -> IO[str]:
+        """The lock file, opened and locked, naming this process."""
+        lock = self.path / self.LOCK
+        while True:
+            with writing(lock):
+                handle = open(lock, "a+", encoding="utf-8")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
+                handle.close()
                 raise MtbioError(f"{self.path}: {holder} is training in this directory; wait for it to finish or "
                                  "choose another --output") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"mtbio process {os.getpid()} on {socket.gethostname()}")
-            handle.flush()
-            yield
-        finally:
-            handle.close()
-            if created and [p.name for p in self.path.iterdir()] == [self.LOCK]:
-                lock.unlink(missing_ok=True)
-                self.path.rmdir()
+            try:
+                current = os.stat(lock).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                break
+            handle.close()  # its last holder removed it between our open and our lock: open the new one
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"mtbio process {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        return handle
 
     def write_results(self, results: dict[str, Any]) -> Path:
         """Write `results` as results.json (indented JSON), which marks the run finished; returns its path."""

@@ -189,7 +189,7 @@ def test_a_second_process_cannot_train_in_a_directory_in_use(tmp_path: Path, tin
         holder.communicate("")
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert (run / "results.json").is_file()
+    assert (run / "results.json").is_file() and not (run / ".training.lock").exists()  # the lock goes with the run
 
 
 def test_a_run_that_fails_before_writing_leaves_no_directory(tmp_path: Path, tiny_encoder: str) -> None:

@@ -425,11 +425,11 @@ def test_every_write_goes_through_the_shared_error_mapping() -> None:
     found = subprocess.run(["grep", "-rnE", pattern, "mtbio", "--include=*.py"], capture_output=True, text=True,
                            cwd=Path(__file__).resolve().parents[1]).stdout.splitlines()
     allowed = ("mtbio/fileio.py:",)
-    # inside a `writing` block: lock files (created with O_EXCL), feature-cache entries, run.log, a
+    # inside a `writing` block: lock files (created with O_EXCL; a run's flock file), feature-cache entries, run.log, a
     # checkpoint's rename into place
     allowed_lines = ("json.dump(owner_record(), handle)", "dataset.save_to_disk(str(tmp))", "os.replace(tmp, target)",
                      'self._stream = path.open("a", encoding="utf-8")', "tmp.rename(final)", "part.to_parquet(str(target))",
-                     'with os.fdopen(fd, "w") as handle:')
+                     'with os.fdopen(fd, "w") as handle:', 'handle = open(lock, "a+", encoding="utf-8")')
     stray = [line for line in found if not line.startswith(allowed) and not any(a in line for a in allowed_lines)]
     assert stray == [], "\n".join(stray)
     assert sys.modules.get("mtbio.fileio") is not None
