@@ -82,10 +82,11 @@ class LeanDroppedAttention(torch.autograd.Function):
         query, key, value, bias, keep = ctx.saved_tensors
         # the dropout's 1/(1-p) is applied to grad_out (head_dim values per query) instead of to the scores
         grad_out = (grad_out.to(value.dtype) * (1.0 / (1.0 - ctx.p))).contiguous()
+        keys, values = _flat(key), _flat(value)
+        keys_t, values_t = keys.transpose(1, 2), values.transpose(1, 2)
         grad_query = torch.empty_like(query)
-        grad_key = torch.zeros(_flat(key).shape, dtype=torch.float32, device=key.device)
-        grad_value = torch.zeros(_flat(value).shape, dtype=torch.float32, device=value.device)
-        keys_t, keys, values_t = _flat(key).transpose(1, 2), _flat(key), _flat(value).transpose(1, 2)
+        grad_key = torch.zeros(keys.shape, dtype=torch.float32, device=key.device)
+        grad_value = torch.zeros(values.shape, dtype=torch.float32, device=value.device)
         with torch.autocast(query.device.type, enabled=False):
             for rows in _blocks(query, key):
                 probs, dropped = _dropped(query, keys_t, bias, keep, ctx.scale, rows)
