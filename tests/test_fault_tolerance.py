@@ -199,3 +199,27 @@ def test_a_run_that_fails_before_writing_leaves_no_directory(tmp_path: Path, tin
                                        "--output", str(run), "--max-steps", "1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert not run.exists()
+
+
+def test_the_lock_taken_is_the_one_on_disk_when_its_last_holder_removed_it(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A holder removes the lock file as it finishes: a newcomer that opened the old file just before must not
+    hold a lock nobody else can see; it opens the fresh file and locks that."""
+    import fcntl
+    import os
+
+    from mtbio.run_dir import RunDir
+
+    real_flock, calls = fcntl.flock, []
+
+    def flock_after_a_removal(handle, operation):  # the first time: the old holder removes the file meanwhile
+        if not calls:
+            os.unlink(tmp_path / ".training.lock")
+        calls.append(operation)
+        return real_flock(handle, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_a_removal)
+    with RunDir(tmp_path).held():
+        lock = tmp_path / ".training.lock"
+        assert len(calls) == 2 and lock.is_file() and lock.read_text().startswith(f"mtbio process {os.getpid()}")
+    assert not lock.exists()
