@@ -97,7 +97,7 @@ class RunDir:
         try:
             yield
         finally:
-            Path(handle.name).unlink(missing_ok=True)  # removed while still held: a newcomer makes a fresh one
+            (self.path / self.LOCK).unlink(missing_ok=True)  # removed while still held: a newcomer makes a fresh one
             handle.close()
             if created and not any(self.path.iterdir()):
                 self.path.rmdir()

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
+from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from mtbio.data.pipeline import TaskData, load_task_data
@@ -140,8 +141,12 @@ def train_tasks(
     The `mtbio` logger's INFO lines of the run (truncation, packing, resume point, skipped batches,
     warnings) go to `run_dir/run.log` too."""
     with run_log() as log_file:
-        return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source,
-                            listeners)
+        entered = time.time()
+        accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
+        # one training process per directory: two writing the same run would corrupt each other's checkpoints
+        with RunDir(run_dir).held() if accelerator.is_main_process else nullcontext():
+            return _train_tasks(tasks, config, run_dir, encoder_source, lr, stage, data_dir, log_file, heads_source,
+                                listeners, accelerator, entered)
 
 
 def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) -> dict[str, Any]:
@@ -185,99 +190,95 @@ def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_
 def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder_source: str | None, lr: float,
                  stage: str, data_dir: Path | None, log_file: RunLogHandler,
                  heads_source: Path | None,
-                 listeners: Sequence[Listener]) -> dict[str, Any]:
-    entered = time.time()
-    accelerator = make_accelerator(config.mixed_precision, config.report_to, run_dir)
+                 listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
-    # one training process per directory: two writing the same run would corrupt each other's checkpoints
-    with RunDir(run_dir).held() if accelerator.is_main_process else nullcontext():
-        check_run_dir(run_dir, config.resume)
-        check_resume(run_dir, config)
-        accelerator.wait_for_everyone()  # every process has checked before the main one writes
-        set_seed(config.seed)
-        tokenizer = load_tokenizer(encoder_source)
-        encoder = load_encoder(encoder_source)
-        # inputs longer than the encoder's positions are truncated (and counted), never a crash
-        tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
-        apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
-        hidden = int(encoder.config.hidden_size)
-        # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
-        heads = build_heads(tasks, hidden, heads_source)
-        adapters = build_adapters(tasks, encoder, config, heads_source)
-        model = MultiTaskModel(encoder, heads, adapters, build_weighting(*config.weighting_spec(), [t.name for t in tasks]))
-        splits = ["train", "dev"] + (["test"] if config.eval_test else [])
-        data: dict[str, TaskData] = {}
-        for task in tasks:
-            data[task.name] = load_task_data(task, data_dir, tokenizer, splits, train_examples_of(config, task.name),
-                                             config.max_length, config.max_eval_examples)
-            for split in ("train", "dev"):
-                if len(data[task.name].splits[split]) == 0:
-                    raise MtbioError(f"task '{task.name}': the {split} split is empty")
+    check_run_dir(run_dir, config.resume)
+    check_resume(run_dir, config)
+    accelerator.wait_for_everyone()  # every process has checked before the main one writes
+    set_seed(config.seed)
+    tokenizer = load_tokenizer(encoder_source)
+    encoder = load_encoder(encoder_source)
+    # inputs longer than the encoder's positions are truncated (and counted), never a crash
+    tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
+    apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
+    hidden = int(encoder.config.hidden_size)
+    # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
+    heads = build_heads(tasks, hidden, heads_source)
+    adapters = build_adapters(tasks, encoder, config, heads_source)
+    model = MultiTaskModel(encoder, heads, adapters, build_weighting(*config.weighting_spec(), [t.name for t in tasks]))
+    splits = ["train", "dev"] + (["test"] if config.eval_test else [])
+    data: dict[str, TaskData] = {}
+    for task in tasks:
+        data[task.name] = load_task_data(task, data_dir, tokenizer, splits, train_examples_of(config, task.name),
+                                         config.max_length, config.max_eval_examples)
+        for split in ("train", "dev"):
+            if len(data[task.name].splits[split]) == 0:
+                raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
-        trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                          on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
-        if accelerator.is_main_process:  # created only once data, model and batch plan are ready
-            with writing(run_dir, hint="choose a writable --output with free space"):
-                make_dir(run_dir)
-                log_file.attach(run_dir / "run.log")
-                write_task_defs(tasks, RunDir(run_dir).tasks_dir)
-                save_config(config, RunDir(run_dir).config_file)
-        if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
-            hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
-                       if k in run_options()}  # a run's own options, not the sweep's or another command's
-            accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
-        started = time.time()
-        state = trainer.train()
-        accelerator.wait_for_everyone()
+    trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
+                      on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
+    if accelerator.is_main_process:  # created only once data, model and batch plan are ready
+        with writing(run_dir, hint="choose a writable --output with free space"):
+            make_dir(run_dir)
+            log_file.attach(run_dir / "run.log")
+            write_task_defs(tasks, RunDir(run_dir).tasks_dir)
+            save_config(config, RunDir(run_dir).config_file)
+    if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
+        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
+                   if k in run_options()}  # a run's own options, not the sweep's or another command's
+        accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
+    started = time.time()
+    state = trainer.train()
+    accelerator.wait_for_everyone()
 
-        dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
-        trivial = {t.name: trivial_score(t, data[t.name].splits["train"].examples, data[t.name].splits["dev"].examples)
-                   for t in tasks}
-        not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
-                                                                                      t.metric))
-        for task in (t for t in tasks if t.name in not_learned):
-            log.warning("%s: not learned: dev %s %.4f is within a point of its trivial score %.4f (check the learning "
-                        "rate and the training length)", task.name, task.metric, dev[task.name][task.metric],
-                        trivial[task.name])
-        test: dict[str, dict[str, float]] = {}
-        if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
-            best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
-            trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
-            trainer.unwrapped.heads.load_state_dict(best.heads.state_dict())
-            test = trainer.evaluate("test")
-        results = {
-            "stage": stage,
-            "tasks": [t.name for t in tasks],
-            "encoder_source": encoder_source,
-            "mixed_precision": config.mixed_precision,  # as resolved (flag, else Accelerate's setting)
-            "best_step": state.best_step,
-            "steps": state.global_step,
-            "selection_score": state.best_score,
-            "dev": dev,
-            "test": test,
-            "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
-            "not_learned": not_learned,
-            "skipped_batches": state.skipped,
-            "stopped_early": state.stopped_early,
-            "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
-            "max_eval_examples": config.max_eval_examples,  # set: dev/test scores are of a fixed subset
-            "eval_examples": {name: {s: len(d) for s, d in td.splits.items() if s != "train"} for name, td in data.items()},
-            "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
-            "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
-            "train_examples": state.examples_seen,
-            "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
-            "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
-            **steady_throughput(state),
-            "wall_seconds": time.time() - started,
-            **cost_record(trainer.unwrapped.encoder.config, state, entered, started),
-        }
-        learned = trainer.unwrapped.weighting.summary()  # the learned loss weights (none for --weighting fixed)
-        if learned:
-            results["weighting"] = learned
-        if accelerator.is_main_process:
-            if test:
-                trainer.log_metrics("test", test)
-            RunDir(run_dir).write_results(results)
-        if accelerator.log_with:
-            accelerator.end_training()
-        return results
+    dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
+    trivial = {t.name: trivial_score(t, data[t.name].splits["train"].examples, data[t.name].splits["dev"].examples)
+               for t in tasks}
+    not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
+                                                                                  t.metric))
+    for task in (t for t in tasks if t.name in not_learned):
+        log.warning("%s: not learned: dev %s %.4f is within a point of its trivial score %.4f (check the learning "
+                    "rate and the training length)", task.name, task.metric, dev[task.name][task.metric],
+                    trivial[task.name])
+    test: dict[str, dict[str, float]] = {}
+    if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
+        best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
+        trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
+        trainer.unwrapped.heads.load_state_dict(best.heads.state_dict())
+        test = trainer.evaluate("test")
+    results = {
+        "stage": stage,
+        "tasks": [t.name for t in tasks],
+        "encoder_source": encoder_source,
+        "mixed_precision": config.mixed_precision,  # as resolved (flag, else Accelerate's setting)
+        "best_step": state.best_step,
+        "steps": state.global_step,
+        "selection_score": state.best_score,
+        "dev": dev,
+        "test": test,
+        "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
+        "not_learned": not_learned,
+        "skipped_batches": state.skipped,
+        "stopped_early": state.stopped_early,
+        "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
+        "max_eval_examples": config.max_eval_examples,  # set: dev/test scores are of a fixed subset
+        "eval_examples": {name: {s: len(d) for s, d in td.splits.items() if s != "train"} for name, td in data.items()},
+        "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
+        "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
+        "train_examples": state.examples_seen,
+        "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),
+        "train_tokens_per_second": state.tokens_seen / max(state.train_seconds, 1e-9),
+        **steady_throughput(state),
+        "wall_seconds": time.time() - started,
+        **cost_record(trainer.unwrapped.encoder.config, state, entered, started),
+    }
+    learned = trainer.unwrapped.weighting.summary()  # the learned loss weights (none for --weighting fixed)
+    if learned:
+        results["weighting"] = learned
+    if accelerator.is_main_process:
+        if test:
+            trainer.log_metrics("test", test)
+        RunDir(run_dir).write_results(results)
+    if accelerator.log_with:
+        accelerator.end_training()
+    return results
