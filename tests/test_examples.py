@@ -74,22 +74,27 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
                      "mt-fine-tune/seed-2/demo-relation", "refine/seed-1", "refine/seed-2",
                      "single-task/seed-1/demo-ner", "single-task/seed-1/demo-relation",
                      "single-task/seed-2/demo-ner", "single-task/seed-2/demo-relation"]
-    import shutil
-
     shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
     again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0, again.stderr[-2000:]
     assert not (tmp_path / "runs").exists()  # nothing was retrained
     assert (tmp_path / "results" / "table-dev.md").read_text() == table
-    # examples/adapters.sh on these cells: LoRA rows and merged encoders beside Table 3's three rows
-    lora = dict(settings, TABLE3=str(tmp_path / "results"), OUT=str(tmp_path / "adapter-runs"),
-                RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-3", MERGE_METHODS="ties average", SEEDS="2")
-    adapters = _run_script("adapters.sh", tmp_path, train_args, **lora)
+
+
+def test_adapters_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """examples/adapters.sh trains Table 3's cells (through mtbert_biomedical.sh), the LoRA rows and the merged
+    encoders from those cells' weights, chooses the LoRA rate and the merge method on dev, and writes the table."""
+    settings = dict(TASKS="demo-relation,demo-ner", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
+                    RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-3", MERGE_METHODS="ties average", SEEDS="2",
+                    SPLITS="dev")
+    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
+    adapters = _run_script("adapters.sh", tmp_path, train_args, **settings)
     assert adapters.returncode == 0, adapters.stderr[-2000:]
     assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout
     table = (tmp_path / "adapters" / "table-dev.md").read_text()
     for row in ("single-task-lora", "mt-fine-tune", "refined-lora", "merged-"):
         assert row in table, row
+    assert (tmp_path / "adapters" / "table3" / "refine" / "seed-2" / "results.json").is_file()
     merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
     assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
 
