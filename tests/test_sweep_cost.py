@@ -43,6 +43,8 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     import subprocess
     import sys
 
+    from mtbio.experiments.layout import usable_cores
+
     defs, data = keyword_tasks
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_sweep.py"), "--tasks", "kw-few,kw-all",
@@ -53,5 +55,7 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     result = json.loads((tmp_path / "bench_sweep.json").read_text())
     run = result["runs"][0]
     assert run["cells"] == 3 and 0 < run["efficiency"] < 1 and run["peak_rss_mb"] > 0
+    assert (run["processes"], run["threads_each"]) == (1, usable_cores())  # --parallel 1: one process, every core
+    assert run["matmul_peak_after"]["fp32"] > 1e8
     assert set(run["dev"]) == {"baselines/kw-few/seed-42", "baselines/kw-all/seed-42", "pairs/kw-few+kw-all/seed-42"}
     assert result["machine"]["cores"] >= 1 and result["matmul_peak_flops_per_second"]["fp32"] > 1e8

@@ -311,6 +311,22 @@ def test_launcher_options_that_do_not_fit_are_refused(
                            (["--launcher", "ray", "--cell-gpus", "2"], "a cell on several GPUs is not supported")):
         result = CliRunner().invoke(main, _cli(keyword_tasks, micro_encoder, tmp_path / "s", *extra)[3:])
         assert result.exit_code == 2 and message in result.output, result.output
+    result = CliRunner().invoke(main, _cli(keyword_tasks, micro_encoder, tmp_path / "s", "--parallel", "0")[3:])
+    assert result.exit_code == 2 and "--parallel must be at least 1 (or auto)" in result.output, result.output
+
+
+def test_parallel_auto_takes_a_process_per_gpu_else_a_single_thread_process_per_core() -> None:
+    from mtbio.experiments.layout import Layout, local_layout
+
+    assert local_layout("auto", 10, gpus=[], cores=2) == Layout(2, 1)
+    assert local_layout("auto", 30, gpus=[], cores=16) == Layout(16, 1)
+    assert local_layout("auto", 6, gpus=[], cores=16) == Layout(6, 2)  # no more processes than cells left
+    assert local_layout("auto", 1, gpus=[], cores=2) == Layout(1, 2)  # one cell left: it gets every core
+    assert local_layout("auto", 10, gpus=["0", "3"], cores=16) == Layout(2, 8, ("0", "3"))
+    assert local_layout(3, 10, gpus=[], cores=2) == Layout(3, 1)  # explicit: as asked, even past the cores
+    assert local_layout(1, 10, gpus=["0"], cores=8) == Layout(1, 8)
+    assert RunConfig(parallel="auto").parallel == "auto" and RunConfig(parallel=2).parallel == 2
+    assert Layout(2, 1).describe() == "2 processes, 1 CPU thread(s) each"
 
 
 

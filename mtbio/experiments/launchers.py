@@ -16,6 +16,7 @@ from accelerate import Accelerator
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
+from mtbio.experiments.layout import Layout, local_layout
 from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells,
                                      failure_message, record_cells, record_protocol, unsettled, work_through,
                                      write_summary)
@@ -63,10 +64,11 @@ def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], da
            state: Accelerator, sweep_dir: Path, echo: Callable[[str], None] = print) -> bool:
     """Run the sweep's unfinished cells with `config.launcher`; True when no cell is left to train
     (False: SLURM jobs were submitted and run on their own)."""
-    if (config.launcher != "local" or config.parallel > 1) and state.num_processes > 1:
+    explicit = config.parallel != "auto" and config.parallel > 1
+    if (config.launcher != "local" or explicit) and state.num_processes > 1:
         raise MtbioError("under accelerate launch a sweep runs its cells one after another; leave out "
                          "--launcher and --parallel")
-    if config.parallel > 1 and config.launcher != "local":
+    if explicit and config.launcher != "local":
         raise MtbioError(f"--parallel is for --launcher local; {config.launcher} runs as many cells at once as "
                          "its resources allow (--cell-cpus, --cell-gpus)")
     if config.cell_gpus > 1:
@@ -81,8 +83,9 @@ def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], da
         if left and not submitted:
             echo(f"{len(left)} cell(s) still running or queued; see: mtbio sweep status {sweep_dir}")
         return not submitted and not left
-    if config.parallel > 1:
-        run_local_processes(cells, config, catalog, data_dir, echo)
+    layout = local_layout(config.parallel, len(unsettled(cells, cells, config.retries)))
+    if state.num_processes == 1 and layout.processes > 1:
+        run_local_processes(cells, config, catalog, data_dir, layout, echo)
         return True
     work_through(cells, config, catalog, data_dir, state, echo)
     return True
@@ -116,28 +119,16 @@ def _local_worker(slot: int, cells: list[Cell], config: RunConfig, catalog: dict
                                                                                      flush=True))
 
 
-def visible_gpus() -> list[str]:
-    """The GPU ids this machine offers (CUDA_VISIBLE_DEVICES if set), without initialising CUDA here."""
-    given = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if given is not None:
-        return [g for g in given.split(",") if g.strip()]
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
 def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
-                        echo: Callable[[str], None]) -> None:
-    """--parallel N: N spawned processes work through the cells (the locks split them)."""
+                        layout: Layout, echo: Callable[[str], None]) -> None:
+    """--parallel: the layout's processes, spawned, work through the cells (the locks split them)."""
     import multiprocessing
 
-    gpus = visible_gpus()
-    threads = max(1, (os.cpu_count() or 1) // config.parallel)
-    where = f"one GPU each ({', '.join(gpus)})" if gpus else f"{threads} CPU thread(s) each"
-    echo(f"{config.parallel} processes, {where}")
+    echo(layout.describe())
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_local_worker, args=(slot, cells, config, catalog, data_dir, threads, gpus))
-               for slot in range(config.parallel)]
+    workers = [context.Process(target=_local_worker, args=(slot, cells, config, catalog, data_dir, layout.threads,
+                                                           list(layout.gpus)))
+               for slot in range(layout.processes)]
     stopped: list[int] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -162,7 +153,7 @@ def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str,
         raise StopRequested(stopped[0])
     crashed = [w.exitcode for w in workers if w.exitcode]
     if crashed:
-        raise MtbioError(f"{len(crashed)} of {config.parallel} worker processes stopped with an error "
+        raise MtbioError(f"{len(crashed)} of {layout.processes} worker processes stopped with an error "
                          f"(exit status {', '.join(map(str, crashed))}); run the same command again to finish")
 
 

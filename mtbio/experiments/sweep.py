@@ -36,6 +36,7 @@ from accelerate import Accelerator
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
 from mtbio.experiments.common import train_examples_of
+from mtbio.experiments.layout import local_layout
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
 from mtbio.run_dir import RunDir, SweepDir
@@ -516,7 +517,7 @@ def disk_line(cells: list[Cell], config: RunConfig) -> str:
     keeps = 0 if config.keep_weights == "none" else per_encoder
     held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
     # a running cell's best weights and its resume checkpoint (weights and optimizer state)
-    peak = 3 * per_encoder * min(config.parallel, len(pending))
+    peak = 3 * per_encoder * min(local_layout(config.parallel, len(pending)).processes, len(pending))
     return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
             f"({format_bytes(per_encoder)} of encoder per cell that keeps weights)"
             + (f", up to ~{format_bytes(peak)} more while cells train" if peak else ""))
