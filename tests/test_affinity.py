@@ -233,3 +233,59 @@ def test_affinity_then_a_pruned_pairwise_on_demo_data(tmp_path: Path, tiny_encod
     assert "best predictor by within-target Spearman" in report.output and (tmp_path / "aff" / "comparison.json").is_file()
     alone = CliRunner().invoke(main, ["pairwise", *common, "--prune", "1", "--output", str(tmp_path / "pw")])
     assert alone.exit_code == 2 and "--prune K and --affinity DIR go together" in alone.output
+
+
+def test_an_interrupted_joint_cell_resumes_with_its_measurements(
+        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A joint cell stopped by a signal (a session ending) continues from its checkpoint on the next run instead
+    of starting over, and its affinity points are those of a run that was never stopped; a checkpoint without
+    the points (written before probes saved them) is not resumed."""
+    import os
+    import signal
+
+    import mtbio.experiments.sweep as sweep
+    from mtbio.training.trainer import StopRequested, make_accelerator
+
+    defs, _ = keyword_tasks
+    catalog = load_catalog([defs]).tasks
+    config = _config(keyword_tasks, micro_encoder, tmp_path, epochs=2, tasks=["kw-few", "kw-all"], seeds=None,
+                     affinity_every=2, max_train_examples=48)
+    state = make_accelerator(config.mixed_precision)
+
+    def cell(name: str) -> sweep.Cell:
+        return sweep.Cell("joint", ("kw-few", "kw-all"), 42, tmp_path / name / "seed-42", "refine", 5e-3)
+
+    sweep.train_cell(cell("whole"), config, catalog, Path(config.data_dir), state)
+
+    class StoppedAfterFirstCheckpoint(AffinityProbe):
+        saved = False
+
+        def on_save(self, trainer, flow) -> None:  # type: ignore[no-untyped-def]
+            self.saved = True
+
+        def on_step_end(self, trainer, flow) -> None:  # type: ignore[no-untyped-def]
+            super().on_step_end(trainer, flow)
+            if self.saved:  # the step after the first epoch's checkpoint: the trainer saves again and stops
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(sweep, "AffinityProbe", StoppedAfterFirstCheckpoint)
+    with pytest.raises(StopRequested):
+        sweep.train_cell(cell("stopped"), config, catalog, Path(config.data_dir), state)
+    stopped = cell("stopped").run_dir
+    assert not (stopped / "results.json").exists() and list((stopped / "checkpoints").glob("step-*"))
+    with pytest.raises(StopRequested):
+        sweep.train_cell(cell("older"), config, catalog, Path(config.data_dir), state)
+    monkeypatch.setattr(sweep, "AffinityProbe", AffinityProbe)
+    sweep.train_cell(cell("stopped"), config, catalog, Path(config.data_dir), state)
+    assert "resumed from" in (stopped / "run.log").read_text()
+    monkeypatch.setattr(sweep, "listener_states", lambda _path: {})  # a checkpoint from before probes saved points
+    sweep.train_cell(cell("older"), config, catalog, Path(config.data_dir), state)
+    assert "resumed from" not in (cell("older").run_dir / "run.log").read_text()  # started over: nothing lost
+    whole, resumed, older = (json.loads((tmp_path / name / "seed-42" / "affinity_points.json").read_text())["points"]
+                             for name in ("whole", "stopped", "older"))
+    assert [p["step"] for p in resumed] == [p["step"] for p in whole] == [p["step"] for p in older]
+    assert len(whole) >= 3
+    for a, b in zip(whole, resumed):
+        for source, row in a["lookahead"].items():
+            assert row == pytest.approx(b["lookahead"][source], abs=1e-6)
+            assert a["cosine"][source] == pytest.approx(b["cosine"][source], abs=1e-6)

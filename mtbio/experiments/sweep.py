@@ -14,8 +14,8 @@ for one seed, in its own sub-directory:
 
 A cell is finished when its `results.json` exists (written last by `train_tasks`). Any number of
 processes may work through one sweep directory: each claims a cell with its lock before touching
-it, so an unfinished cell is removed and trained again only by the process that took over its
-stale lock (owner gone), and a killed sweep loses at most the cells in progress. Finished cells
+it, so an unfinished cell is continued from its last checkpoint only by the process that took over its
+stale lock (owner gone), and a killed sweep loses at most the steps since its cells' last checkpoints. Finished cells
 drop their resume checkpoints and, with `--keep-weights none` (the default), their weights; a STILT
 intermediate keeps its encoder until its targets finish.
 """
@@ -43,6 +43,7 @@ from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
+from mtbio.training.checkpoint import latest_checkpoint, listener_states
 from mtbio.training.config import RunConfig, protocol_options
 from mtbio.training.distributed import on_main_then_share
 from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
@@ -320,15 +321,19 @@ def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> 
 
 def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                state: Accelerator) -> None:
-    """Train one claimed cell from scratch (what an earlier owner left is removed first)."""
-    if state.is_main_process and cell.run_dir.exists():
+    """Train one claimed cell: from the last checkpoint an interrupted owner left (a process killed, a session
+    ended), else from scratch (what a failed attempt left is removed first)."""
+    listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
+                 ] if cell.kind == "joint" else []
+    latest = None if failures(cell.run_dir) else latest_checkpoint(RunDir(cell.run_dir).checkpoints_dir)
+    resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()  # the measurements went with it
+              and all(probe.state_key in listener_states(latest) for probe in listeners))
+    if state.is_main_process and cell.run_dir.exists() and not resume:
         shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()
     encoder = str(RunDir(cell.from_cell).encoder_dir) if cell.from_cell is not None else config.encoder
-    listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
-                 ] if cell.kind == "joint" else []
-    train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell), cell.run_dir, encoder, cell.lr,
-                cell.stage, data_dir, listeners=listeners)
+    train_tasks([catalog[t] for t in cell.tasks], cell_config(config, cell).model_copy(update={"resume": resume}),
+                cell.run_dir, encoder, cell.lr, cell.stage, data_dir, listeners=listeners)
     state.wait_for_everyone()  # results.json is on disk before any process reads it
     if state.is_main_process:
         shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -54,6 +54,7 @@ class AffinityProbe(Listener):
     """A listener of the training loop (`Trainer(listeners=[probe])`): measures at every `every`-th step, and at
     the last step when no measurement fell into the run."""
 
+    state_key: ClassVar[str] = "affinity"  # its points are saved with each checkpoint under this name
     every: int
     batch_size: int
     seed: int
@@ -78,11 +79,19 @@ class AffinityProbe(Listener):
         if trainer.accelerator.is_main_process:
             write_json(Path(trainer.run_dir) / POINTS_FILE, self.summary())
 
+    def state_dict(self) -> dict[str, Any]:
+        """The points so far and their cost: a resumed run keeps the measurements made before it stopped."""
+        return {"points": [asdict(p) for p in self.points], "backward_examples": self.backward_examples,
+                "forward_examples": self.forward_examples, "seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.points = [AffinityPoint(**p) for p in state["points"]]
+        self.backward_examples, self.forward_examples = state["backward_examples"], state["forward_examples"]
+        self.seconds = state["seconds"]
+
     def summary(self) -> dict[str, Any]:
         """The points and the measurement's own compute, as JSON."""
-        return {"every": self.every, "batch_size": self.batch_size, "split": self.split, "points": [asdict(p) for p in self.points],
-                "backward_examples": self.backward_examples, "forward_examples": self.forward_examples,
-                "seconds": self.seconds}
+        return {"every": self.every, "batch_size": self.batch_size, "split": self.split, **self.state_dict()}
 
     def indices(self, task_number: int, size: int, step: int) -> list[int]:
         rng = np.random.default_rng([self.seed, step, task_number])

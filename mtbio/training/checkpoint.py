@@ -163,6 +163,11 @@ def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     return state["trainer"]
 
 
+def listener_states(path: Path) -> dict[str, Any]:
+    """The listeners' states a checkpoint holds (`Listener.state_dict`, by name; none in older checkpoints)."""
+    return json.loads((path / "state.json").read_text())["trainer"].get("listeners", {})
+
+
 def truncate_metrics(path: Path, step: int) -> None:
     """Drop metrics.jsonl records after `step` (they are redone after resuming from `step`)."""
     if not path.is_file():

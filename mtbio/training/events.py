@@ -44,6 +44,15 @@ class Listener:
     def on_train_end(self, trainer: Any) -> None:
         """After the last evaluation and checkpoint."""
 
+    state_key: str = ""  # the name its state is saved under (empty: the class name)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What this listener has gathered so far, as JSON, saved with every checkpoint (None: nothing)."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take back what `state_dict` returned when the run resumes from a checkpoint."""
+
 
 class Schedule(Listener):
     """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every

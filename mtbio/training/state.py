@@ -18,6 +18,7 @@ class TrainerState:
     best_step: int = -1
     best_scores: dict[str, dict[str, float]] = field(default_factory=dict)
     mixer: dict[str, Any] = field(default_factory=dict)
+    listeners: dict[str, Any] = field(default_factory=dict)  # listeners' own state (`Listener.state_dict`) by name
     examples_seen: int = 0
     tokens_seen: int = 0
     token_squares_seen: int = 0  # the sum of the trained sequences' lengths squared (attention's FLOPs)

@@ -433,7 +433,8 @@ class Trainer:
         self.accelerator.wait_for_everyone()
         started = time.perf_counter()
         if self.accelerator.is_main_process:
-            state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {})
+            state = dict(self.state.__dict__, mixer=self.sampler.state_dict() if mid_epoch else {},
+                         listeners=self._listener_states())
             ckpt.save_checkpoint(RunDir(self.run_dir).checkpoints_dir, self.state.global_step, self.unwrapped,
                                  self.raw_optimizer,
                                  self.scheduler, state)
@@ -451,9 +452,20 @@ class Trainer:
         optimizer = self.raw_optimizer
         saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
         self.state = TrainerState(**saved)
+        for name, listener in self._stateful_listeners().items():
+            if name in self.state.listeners:
+                listener.load_state_dict(self.state.listeners[name])
         if self.accelerator.is_main_process:  # evaluations after the checkpoint will be redone
             ckpt.truncate_metrics(RunDir(self.run_dir).metrics_file, self.state.global_step)
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
+
+    def _stateful_listeners(self) -> dict[str, Listener]:
+        """The listeners that keep state across a resume, by their `state_key` (else class name)."""
+        return {listener.state_key or type(listener).__name__: listener for listener in self.listeners
+                if type(listener).state_dict is not Listener.state_dict}
+
+    def _listener_states(self) -> dict[str, Any]:
+        return {name: listener.state_dict() for name, listener in self._stateful_listeners().items()}
 
     def _stop_requested(self) -> bool:
         """A signal reached any process (decided together, so all stop at the same step). With
