@@ -7,7 +7,8 @@
         seed-<s>/affinity_points.json   its measurements (`mtbio.training.affinity`), written before results.json
 
 Each seed is a cell of the sweep engine (`mtbio.experiments.sweep`, kind `joint`): claimed with a lock,
-run by the launcher (`--launcher`, `--parallel`), skipped once finished, continued from its last checkpoint (measurements included) when unfinished.
+run by the launcher (`--launcher`, `--parallel`), skipped once finished, continued from its last checkpoint
+(measurements included) when unfinished.
 """
 from __future__ import annotations
 

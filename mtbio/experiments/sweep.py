@@ -14,10 +14,10 @@ for one seed, in its own sub-directory:
 
 A cell is finished when its `results.json` exists (written last by `train_tasks`). Any number of
 processes may work through one sweep directory: each claims a cell with its lock before touching
-it, so an unfinished cell is continued from its last checkpoint only by the process that took over its
-stale lock (owner gone), and a killed sweep loses at most the steps since its cells' last checkpoints. Finished cells
-drop their resume checkpoints and, with `--keep-weights none` (the default), their weights; a STILT
-intermediate keeps its encoder until its targets finish.
+it, so an unfinished cell is continued from its last checkpoint only by the process that took over
+its stale lock (owner gone), and a killed sweep loses at most the steps since its cells' last
+checkpoints. Finished cells drop their resume checkpoints and, with `--keep-weights none` (the
+default), their weights; a STILT intermediate keeps its encoder until its targets finish.
 """
 from __future__ import annotations
 
@@ -326,8 +326,8 @@ def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_
     listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
                  ] if cell.kind == "joint" else []
     latest = None if failures(cell.run_dir) else latest_checkpoint(RunDir(cell.run_dir).checkpoints_dir)
-    resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()  # the measurements went with it
-              and all(probe.state_key in listener_states(latest) for probe in listeners))
+    resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()
+              and all(probe.state_key in listener_states(latest) for probe in listeners))  # measurements kept too
     if state.is_main_process and cell.run_dir.exists() and not resume:
         shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()
