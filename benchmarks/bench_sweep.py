@@ -2,10 +2,11 @@
 (2,000 training examples per task, the packaged MiniLM's recipe, bf16 where the CPU has it), timed end to end.
 
 For each `--parallel` setting (N processes sharing the cores, or auto; the layout, processes × threads, is
-recorded) the sweep runs in a fresh directory with a fresh feature cache, and `mtbio.experiments.sweep_status.sweep_cost` reads its cells: wall time, useful FLOPs
-over wall time × the matmul peak measured in this run (the efficiency), where the cell time went (setup,
-train, evaluate, save, the rest), idle slot time, peak memory; and each cell's dev score, so that settings can
-be checked to train the same models.
+recorded) the sweep runs in a fresh directory with a fresh feature cache, and
+`mtbio.experiments.sweep_status.sweep_cost` reads its cells: wall time, useful FLOPs over wall time × the
+matmul peak measured in this run (the efficiency; the peak is measured again after each setting), where the
+cell time went (setup, train, evaluate, save, the rest), idle slot time, peak memory; and each cell's dev
+score, so that settings can be checked to train the same models.
 
     python benchmarks/bench_sweep.py --data-dir ../shared/data --parallel 1,2,3
 
