@@ -327,7 +327,7 @@ def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_
                  ] if cell.kind == "joint" else []
     latest = None if failures(cell.run_dir) else latest_checkpoint(RunDir(cell.run_dir).checkpoints_dir)
     resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()
-              and all(probe.state_key in listener_states(latest) for probe in listeners))  # measurements kept too
+              and all(kept.state_key in listener_states(latest) for kept in listeners if kept.state_key))
     if state.is_main_process and cell.run_dir.exists() and not resume:
         shutil.rmtree(cell.run_dir)
     state.wait_for_everyone()

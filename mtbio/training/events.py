@@ -44,11 +44,11 @@ class Listener:
     def on_train_end(self, trainer: Any) -> None:
         """After the last evaluation and checkpoint."""
 
-    state_key: str = ""  # the name its state is saved under (empty: the class name)
+    state_key: str = ""  # set by a listener that keeps state across a resume: the name the state is saved under
 
-    def state_dict(self) -> dict[str, Any] | None:
-        """What this listener has gathered so far, as JSON, saved with every checkpoint (None: nothing)."""
-        return None
+    def state_dict(self) -> dict[str, Any]:
+        """What this listener has gathered so far, as JSON, saved with every checkpoint (with a `state_key`)."""
+        return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Take back what `state_dict` returned when the run resumes from a checkpoint."""

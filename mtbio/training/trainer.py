@@ -460,9 +460,8 @@ class Trainer:
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
 
     def _stateful_listeners(self) -> dict[str, Listener]:
-        """The listeners that keep state across a resume, by their `state_key` (else class name)."""
-        return {listener.state_key or type(listener).__name__: listener for listener in self.listeners
-                if type(listener).state_dict is not Listener.state_dict}
+        """The listeners that keep state across a resume, by their `state_key`."""
+        return {listener.state_key: listener for listener in self.listeners if listener.state_key}
 
     def _listener_states(self) -> dict[str, Any]:
         return {name: listener.state_dict() for name, listener in self._stateful_listeners().items()}
