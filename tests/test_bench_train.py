@@ -67,3 +67,37 @@ def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: s
         assert side["runs"][0]["steady_after_steps"] == 1
         assert side["steady_train_examples_per_second"] > 0 and 0 < side["steady_fraction_of_peak"] < 1
     assert 0 < result["sides"]["mtbio-no"]["dev_mean"] <= 1  # accuracy on the synthetic dev set
+
+
+def test_profile_step_groups_the_op_time_of_a_real_run(tiny_encoder: str, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "profile_step.py"), "--tasks", "demo-ner",
+               "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
+               "--batch-size", "4", "--warm-steps", "2", "--steps", "2", "--verbose-steps", "1",
+               "--results-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "onednn_verbose" not in done.stdout  # oneDNN's log went to its file, not to the terminal
+    result = json.loads((tmp_path / "profile_step-demo-ner-fp32.json").read_text())
+    assert result["profiled_steps"] == 2 and result["self_cpu_seconds_per_step"] > 0
+    assert abs(sum(result["groups_share"].values()) - 1) < 1e-9 and result["groups_share"]["matmul"] > 0
+    assert {"aten::mm", "aten::addmm"} & {row["op"] for row in result["top_ops"]}
+    assert result["machine"]["cores"] >= 1
+
+
+def test_profile_step_reads_onednn_verbose_lines(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from profile_step import group_of, onednn_kernels
+
+    log = tmp_path / "onednn.log"
+    log.write_text("onednn_verbose,v1,info,cpu,runtime:OpenMP\n"
+                   "onednn_verbose,v1,primitive,create:cache_miss,cpu,matmul,brg_matmul:avx10_1_512_amx,x,y,z,0.5\n"
+                   "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx10_1_512_amx,x,y,z,1.25\n"
+                   "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx10_1_512_amx,x,y,z,0.75\n"
+                   "onednn_verbose,v1,primitive,exec,cpu,eltwise,jit:avx2,x,y,z,2\n"
+                   "some other output\n")
+    kernels = onednn_kernels(log)
+    assert kernels == {"create:cache_miss": {"matmul brg_matmul:avx10_1_512_amx": {"count": 1, "ms": 0.5}},
+                       "exec": {"eltwise jit:avx2": {"count": 1, "ms": 2.0},
+                                "matmul brg_matmul:avx10_1_512_amx": {"count": 2, "ms": 2.0}}}
+    assert [group_of(op) for op in ("aten::mm", "aten::_softmax", "aten::random_", "aten::copy_", "aten::view")] \
+        == ["matmul", "attention", "dropout", "casts", "other"]

@@ -1,0 +1,160 @@
+"""Where a CPU training step's time goes: torch.profiler over steps of a real `mtbio finetune` run, and which
+oneDNN kernels (AMX, AVX-512, AVX2) its matrix products reach.
+
+A listener of the training loop starts the profiler after `--warm-steps` steps, stops it `--steps` steps later,
+then turns oneDNN's verbose log on for `--verbose-steps` more steps and stops the run. Ops are grouped by their
+self CPU time: matrix products, attention (softmax, masking), dropout, normalisation, activation, casts, the
+optimizer, embeddings, and the rest.
+
+    python benchmarks/profile_step.py --tasks bc5cdr-chem --mixed-precision bf16
+    python benchmarks/profile_step.py --fixed-length 512 --mixed-precision bf16
+
+Writes benchmarks/results/profile_step-<task>-<precision>.json and prints the groups.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from common import add_common_arguments, machine, materialize_encoder, offline_environment, write_fixed_length_task
+from common import write_result
+
+from mtbio.training.events import Flow, Listener
+
+GROUPS = [  # (group, op-name pattern), first match wins
+    ("matmul", r"aten::(mm|addmm|bmm|baddbmm|addbmm|_addmm_activation|mkldnn_.*|linear_backward)$"),
+    ("attention", r"softmax|masked_fill|scaled_dot_product|_efficient_attention|_flash_attention|cpu_dropout"),
+    ("dropout", r"dropout|bernoulli|random_|randint|bitwise|native_dropout"),
+    ("normalisation", r"layer_norm"),
+    ("activation", r"gelu|tanh|relu"),
+    ("casts", r"aten::(copy_|_to_copy|to|clone|contiguous)$"),
+    ("optimizer", r"_foreach_|addcdiv|addcmul|lerp|sqrt|Optimizer|clip_grad|norm"),
+    ("embedding", r"embedding"),
+]
+
+
+def group_of(name: str) -> str:
+    return next((group for group, pattern in GROUPS if re.search(pattern, name)), "other")
+
+
+class StepProfiler(Listener):
+    """Profiles steps (warm, warm + steps]; logs oneDNN's kernels for the next `verbose_steps`, then stops the run."""
+
+    def __init__(self, warm: int, steps: int, verbose_steps: int, verbose_file: Path):
+        self.warm, self.steps, self.verbose_steps, self.verbose_file = warm, steps, verbose_steps, verbose_file
+        self.profiler: Any = None
+        self.table: list[dict[str, Any]] = []
+        self._saved_stdout = -1
+        self._verbose: Any = None
+
+    def on_step_end(self, trainer: Any, flow: Flow) -> None:
+        step = trainer.state.global_step
+        if step == self.warm:
+            self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            self.profiler.__enter__()
+        elif step == self.warm + self.steps:
+            self.profiler.__exit__(None, None, None)
+            self.table = [{"op": e.key, "self_cpu_us": e.self_cpu_time_total, "count": e.count}
+                          for e in self.profiler.key_averages()]
+            sys.stdout.flush()  # oneDNN writes its log to file descriptor 1
+            self._saved_stdout = os.dup(1)
+            with open(self.verbose_file, "w") as log:
+                os.dup2(log.fileno(), 1)
+            self._verbose = torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)
+            self._verbose.__enter__()
+        elif step == self.warm + self.steps + self.verbose_steps:
+            self._verbose.__exit__(None, None, None)
+            ctypes.CDLL(None).fflush(None)  # the C library's buffered log lines go to the file, not the terminal
+            os.dup2(self._saved_stdout, 1)
+            os.close(self._saved_stdout)
+            flow.stop = True
+
+
+def onednn_kernels(log: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """Per event (exec; create:cache_miss or create:cache_hit, the primitive built or found in oneDNN's cache),
+    the count and milliseconds of each (primitive, implementation) in a oneDNN verbose log."""
+    events: dict[str, Any] = collections.defaultdict(lambda: collections.defaultdict(lambda: {"count": 0, "ms": 0.0}))
+    for line in log.read_text(errors="replace").splitlines():
+        fields = line.split(",")
+        if len(fields) < 8 or not fields[0].startswith("onednn_verbose") or fields[2] != "primitive" \
+                or not fields[3].startswith(("exec", "create")):
+            continue
+        entry = events[fields[3]][f"{fields[5]} {fields[6]}"]
+        entry["count"] += 1
+        try:
+            entry["ms"] += float(fields[-1])
+        except ValueError:
+            pass
+    return {event: dict(sorted(kernels.items(), key=lambda kv: -kv[1]["ms"])) for event, kernels in events.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser)
+    parser.add_argument("--tasks", default="bc5cdr-chem", help="The task to fine-tune (default: bc5cdr-chem).")
+    parser.add_argument("--fixed-length", type=int, default=None,
+                        help="Profile a synthetic task whose texts fill this many tokens instead of --tasks.")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--warm-steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--verbose-steps", type=int, default=2)
+    args = parser.parse_args()
+    offline_environment()
+    from mtbio.experiments.common import data_dir_for, resolve_tasks
+    from mtbio.experiments.training_run import train_tasks
+    from mtbio.model.encoder import load_tokenizer
+    from mtbio.training.config import REFINE_LR, RunConfig
+
+    chosen_cache = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")  # else mtbio's training default
+    profiler = None
+    with tempfile.TemporaryDirectory() as tmp:
+        encoder = materialize_encoder(args.encoder, Path(tmp))
+        task, defs, data, length = args.tasks, list(map(str, args.task_defs)), args.data_dir, 128
+        if args.fixed_length:
+            task, extra, data = write_fixed_length_task(Path(tmp) / "fixed", load_tokenizer(encoder),
+                                                        args.fixed_length, args.batch_size * 40)
+            defs, length = defs + [str(extra)], args.fixed_length
+        profiler = StepProfiler(args.warm_steps, args.steps, args.verbose_steps, Path(tmp) / "onednn.log")
+        config = RunConfig(tasks=[task], encoder=encoder, data_dir=str(data), output=str(Path(tmp) / "run"),
+                           task_defs=defs, batch_size=args.batch_size, max_length=length, epochs=1,
+                           mixed_precision=args.mixed_precision, max_eval_examples=args.batch_size)
+        # the single-task baseline's path (`mtbio finetune --encoder`), with the profiler listening
+        train_tasks(resolve_tasks(config), config, Path(tmp) / "run", encoder, config.learning_rate(REFINE_LR),
+                    "single-task", data_dir_for(config), listeners=[profiler])
+        kernels = onednn_kernels(Path(tmp) / "onednn.log")
+    total = sum(row["self_cpu_us"] for row in profiler.table)
+    groups: dict[str, float] = collections.Counter()
+    for row in profiler.table:
+        groups[group_of(row["op"])] += row["self_cpu_us"]
+    top = sorted(profiler.table, key=lambda row: -row["self_cpu_us"])[:30]
+    name = f"fixed-{args.fixed_length}" if args.fixed_length else task
+    result = {"task": name, "precision": args.mixed_precision, "batch_size": args.batch_size,
+              "max_length": length, "profiled_steps": args.steps, "after_steps": args.warm_steps,
+              "machine": machine(), "self_cpu_seconds_per_step": total / 1e6 / args.steps,
+              "groups_share": {g: s / total for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
+              "top_ops": [{**row, "share": row["self_cpu_us"] / total} for row in top],
+              "onednn_primitive_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
+              "onednn_kernels": kernels}
+    tag = "" if chosen_cache is None else f"-cache{chosen_cache}"
+    path = write_result(f"profile_step-{name}-{'fp32' if args.mixed_precision == 'no' else 'bf16'}{tag}", result,
+                        args.results_dir)
+    print(f"{name} {args.mixed_precision}: {result['self_cpu_seconds_per_step']:.3f} s of op time per step")
+    for group, share in result["groups_share"].items():
+        print(f"  {group:14s} {share:6.1%}")
+    for event, entries in kernels.items():
+        for kernel, entry in list(entries.items())[:4]:
+            print(f"  {event} {kernel}: {entry['count']} times, {entry['ms']:.1f} ms")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
