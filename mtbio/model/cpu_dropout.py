@@ -93,7 +93,7 @@ class LeanDroppedAttention(torch.autograd.Function):
                 grad_rows = _flat(grad_out[:, :, rows])
                 grad_value += torch.bmm(_flat(dropped).transpose(1, 2), grad_rows)
                 grad_probs = torch.bmm(grad_rows, values_t).float().view(probs.shape)
-                grad_probs = torch.where(keep[:, :, rows], grad_probs, 0.0)
+                grad_probs.mul_(_as_bytes(keep[:, :, rows]))
                 grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
                 grad_scores = _flat(grad_scores.to(query.dtype))
                 grad_query[:, :, rows] = torch.bmm(grad_scores, keys).view_as(grad_query[:, :, rows]) * ctx.scale
@@ -115,6 +115,12 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, *x.shape[2:])
 
 
+def _as_bytes(mask: torch.Tensor) -> torch.Tensor:
+    """A boolean mask as 0/1 bytes, without a copy: multiplying by it zeroes twice as fast as `torch.where` on a
+    CPU (float scores, bench_attention)."""
+    return mask.view(torch.uint8)
+
+
 def _dropped(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor,
              scale: float, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
     """One block's probabilities (fp32) and its dropped probabilities (in query's dtype, not yet scaled by
@@ -124,7 +130,7 @@ def _dropped(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | Non
     if bias is not None:
         scores = scores + (bias[:, :, rows] if bias.shape[2] > 1 else bias)
     probs = torch.softmax(scores.float(), dim=-1)
-    return probs, torch.where(keep[:, :, rows], probs, 0.0).to(query.dtype)
+    return probs, torch.mul(probs, _as_bytes(keep[:, :, rows])).to(query.dtype)
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
