@@ -16,7 +16,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from mtbio.data.loading import read_split
 from mtbio.experiments.demo import SAMPLE_DIR
-from mtbio.model.probes import cosines, embed, no_training_scores
+from mtbio.model.probes import cosines, embed, embed_pooled, no_training_scores
 from mtbio.tasks.loading import load_task_def
 
 DEFS = SAMPLE_DIR / "task_defs"
@@ -70,6 +70,18 @@ def test_the_linear_probe_of_a_pair_classification_task(tiny: tuple[AutoModel, A
     assert task.metric == "accuracy" and abs(scores["probe"]["accuracy"] - expected) <= 1 / len(dev) + 1e-12
 
 
+def test_one_pass_gives_each_pooling_in_the_texts_order(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
+    """Texts go through the encoder sorted by length; each row still belongs to its text, for both poolings."""
+    model, tokenizer = tiny
+    texts = ["a much longer sentence about aspirin and a rash on the arm", "knee pain", "fever and a cough today",
+             "ok", "insulin was started yesterday evening"]
+    pooled = embed_pooled(model, tokenizer, texts, max_length=64, batch_size=2)
+    with torch.no_grad():
+        alone = [model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0].double() for text in texts]
+    assert np.abs(pooled["mean"] - np.stack([h.mean(0).numpy() for h in alone])).max() < 1e-6
+    assert np.abs(pooled["cls"] - np.stack([h[0].numpy() for h in alone])).max() < 1e-6
+
+
 def test_a_similarity_the_cosine_explains_exactly_scores_one(tiny: tuple[AutoModel, AutoTokenizer]) -> None:
     from mtbio.data.example import Example
 
@@ -79,7 +91,7 @@ def test_a_similarity_the_cosine_explains_exactly_scores_one(tiny: tuple[AutoMod
              ("fever and cough", "cough with fever"), ("insulin started", "statin stopped"),
              ("pain in the knee", "knee pain"), ("edema noted", "nausea today")]
     unlabelled = [Example(str(i), None, text=a, text_b=b) for i, (a, b) in enumerate(pairs)]
-    truth = cosines(model, tokenizer, unlabelled, "mean", 64)
+    truth = cosines(model, tokenizer, unlabelled, 64)["mean"]
     examples = [Example(str(i), float(5 * c), text=a, text_b=b) for i, ((a, b), c) in enumerate(zip(pairs, truth))]
     scores = no_training_scores(task, model, tokenizer, examples, examples, max_length=64)
     assert scores["cosine-mean"]["pearson"] == pytest.approx(1.0, abs=1e-9)

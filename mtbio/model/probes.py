@@ -31,28 +31,38 @@ from mtbio.tasks.schema import TaskDef
 POOLINGS = ("mean", "cls")
 
 
-@torch.no_grad()
 def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
           pooling: str = "mean", max_length: int = 128, batch_size: int = 64) -> np.ndarray:
     """Pooled last-layer embeddings (float64), one row per text (or text pair)."""
+    return embed_pooled(encoder, tokenizer, texts, texts_b, (pooling,), max_length, batch_size)[pooling]
+
+
+@torch.no_grad()
+def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
+                 poolings: Sequence[str] = POOLINGS, max_length: int = 128,
+                 batch_size: int = 64) -> dict[str, np.ndarray]:
+    """{pooling: embeddings} from one pass of the encoder; texts go through it in batches of similar length (less
+    padding), the rows come back in the texts' order."""
     encoder.eval()
-    rows = []
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]) + (len(texts_b[i]) if texts_b is not None else 0))
+    rows: dict[str, list[np.ndarray]] = {pooling: [] for pooling in poolings}
     bar = tqdm(total=len(texts), desc="embed", unit="ex", leave=False, dynamic_ncols=True,
                disable=not bars_enabled() or len(texts) <= PROGRESS_MIN_EXAMPLES)
     for start in range(0, len(texts), batch_size):
-        pair = list(texts_b[start:start + batch_size]) if texts_b is not None else None
-        inputs = tokenizer(list(texts[start:start + batch_size]), pair, padding=True, truncation=True,
-                           max_length=max_length, return_tensors="pt")
+        chunk = order[start:start + batch_size]
+        pair = [texts_b[i] for i in chunk] if texts_b is not None else None
+        inputs = tokenizer([texts[i] for i in chunk], pair, padding=True, truncation=True, max_length=max_length,
+                           return_tensors="pt")
         hidden = encoder(**inputs).last_hidden_state.float()
-        if pooling == "cls":
-            pooled = hidden[:, 0]
-        else:
-            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        rows.append(pooled.double().numpy())
-        bar.update(len(pooled))
+        mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = {"cls": lambda: hidden[:, 0], "mean": lambda: (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)}
+        for pooling in poolings:
+            rows[pooling].append(pooled[pooling]().double().numpy())
+        bar.update(len(chunk))
     bar.close()
-    return np.concatenate(rows) if rows else np.zeros((0, int(encoder.config.hidden_size)))
+    back = np.argsort(np.array(order, dtype=np.int64))  # sorted position of each text
+    width = int(encoder.config.hidden_size)
+    return {pooling: np.concatenate(parts)[back] if parts else np.zeros((0, width)) for pooling, parts in rows.items()}
 
 
 @torch.no_grad()
@@ -97,12 +107,15 @@ def tag_probe(encoder: Any, tokenizer: Any, train: Sequence[Example], scored: Se
     return tags
 
 
-def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], pooling: str, max_length: int) -> np.ndarray:
-    """cos(embed(text), embed(text_b)) per pair example, the two texts encoded separately."""
-    a = embed(encoder, tokenizer, [ex.text or "" for ex in examples], pooling=pooling, max_length=max_length)
-    b = embed(encoder, tokenizer, [ex.text_b or "" for ex in examples], pooling=pooling, max_length=max_length)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return (a * b).sum(1) / np.where(norms > 0, norms, 1.0)
+def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], max_length: int) -> dict[str, np.ndarray]:
+    """{pooling: cos(embed(text), embed(text_b)) per pair example}, the two texts encoded separately."""
+    a = embed_pooled(encoder, tokenizer, [ex.text or "" for ex in examples], max_length=max_length)
+    b = embed_pooled(encoder, tokenizer, [ex.text_b or "" for ex in examples], max_length=max_length)
+    result = {}
+    for pooling in POOLINGS:
+        norms = np.linalg.norm(a[pooling], axis=1) * np.linalg.norm(b[pooling], axis=1)
+        result[pooling] = (a[pooling] * b[pooling]).sum(1) / np.where(norms > 0, norms, 1.0)
+    return result
 
 
 def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
@@ -139,9 +152,10 @@ def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Seque
         return {"probe": score_task(task, gold, tag_probe(encoder, tokenizer, train, scored, length), groups)}
     results: dict[str, dict[str, float]] = {}
     if is_pair_task(task):
+        fit_cosines, cosines_scored = cosines(encoder, tokenizer, train, length), cosines(encoder, tokenizer, scored,
+                                                                                            length)
         for pooling in POOLINGS:
-            fit_x = cosines(encoder, tokenizer, train, pooling, length)[:, None]
-            x = cosines(encoder, tokenizer, scored, pooling, length)[:, None]
+            fit_x, x = fit_cosines[pooling][:, None], cosines_scored[pooling][:, None]
             results[f"cosine-{pooling}"] = score_task(task, gold, fit_predict(task, fit_x, [e.label for e in train], x),
                                                       groups)
     pair = is_pair_task(task)
