@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.sweep import check_protocol, protocol, record_protocol
@@ -20,7 +21,9 @@ SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
 @pytest.mark.parametrize("sweep_dir", SWEEPS, ids=lambda p: p.name)
 def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
     saved = json.loads((sweep_dir / "sweep.json").read_text())["protocol"]
-    assert set(saved) <= set(protocol_options())  # every option they recorded is still part of the protocol
+    # every option they recorded is still part of the protocol, but the checkpoint and log cadence (recorded
+    # before they were found not to change what a cell trains)
+    assert set(saved) - set(protocol_options()) <= {"save_every", "log_every"}
     config = RunConfig(**saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
     check_protocol(sweep_dir, config)
     changed = RunConfig(**{**saved, "batch_size": saved["batch_size"] + 1})
@@ -30,7 +33,8 @@ def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
 
 def test_protocol_is_every_training_option_not_set_per_cell() -> None:
     declared = {name for name, field in RunConfig.model_fields.items() if (field.json_schema_extra or {}).get("per_cell")}
-    assert declared == {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "recipe", "resume"}
+    assert declared == {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "recipe", "resume", "save_every",
+                        "log_every"}
     assert set(protocol_options()) == {n for n in run_options() if n not in declared} - {"from_run", "finetune_heads"}
     assert {"mixer", "weighting", "epochs", "lr"} <= set(protocol(RunConfig()))
     assert not {"launcher", "alpha", "predictor", "seeds"} & set(protocol(RunConfig()))  # sweep and command options
@@ -49,3 +53,26 @@ def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
     saved = json.loads((old / "sweep.json").read_text())["protocol"]
     assert "weighting" not in saved
     check_protocol(old, RunConfig(**saved))  # recorded before --weighting existed: trained at its default
+
+
+def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: Path, tiny_encoder: str) -> None:
+    """Why --save-every and --log-every are not part of the protocol: a run that checkpoints and logs at every
+    step ends with the weights and scores of one that does so once."""
+    from safetensors.torch import load_file
+
+    from mtbio.experiments.demo import SAMPLE_DIR
+    from mtbio.experiments.refine import refine
+
+    def run(name: str, **cadence: int) -> tuple[dict, dict]:
+        config = RunConfig(tasks=["demo-ner", "demo-relation"], task_defs=[str(SAMPLE_DIR / "task_defs")],
+                           data_dir=str(SAMPLE_DIR), encoder=tiny_encoder, output=str(tmp_path / name), max_steps=4,
+                           batch_size=8, max_train_examples=32, seed=3, max_length=48, **cadence)
+        run_dir, results = refine(config)
+        return load_file(str(run_dir / "encoder" / "model.safetensors")), results["dev"]
+
+    often, once = run("often", save_every=1, log_every=1), run("once")
+    assert often[1] == once[1]
+    assert set(often[0]) == set(once[0]) and all(torch.equal(often[0][k], once[0][k]) for k in once[0])
+    config = RunConfig(tasks=["a"], save_every=1, log_every=1)
+    record_protocol(tmp_path / "sweep", RunConfig(tasks=["a"]))
+    check_protocol(tmp_path / "sweep", config)  # a sweep's copies may checkpoint more often

@@ -152,8 +152,9 @@ def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
     path = SweepDir(sweep_dir).protocol_file
     if not path.is_file():
         return
-    saved = json.loads(path.read_text()).get("protocol", {})
     current = protocol(config)
+    # an option recorded before it left the protocol (it does not change what a cell trains) is not compared
+    saved = {k: v for k, v in json.loads(path.read_text()).get("protocol", {}).items() if k in current}
     # an option added to mtbio after the sweep was recorded was trained at its default
     defaults = protocol(RunConfig())
     saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}

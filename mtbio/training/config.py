@@ -31,8 +31,9 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     --help when it is not the field's own default (a default decided by the command). `resumable`: a
     training option that `--resume` may change (run length, evaluation, logging, paths); every other
     training option must equal the checkpoint's (`fixed_on_resume`). `per_cell`: a training option that a
-    sweep sets for each of its cells (tasks, seed, output, ...); every other training option is part of the
-    sweep's protocol, the options all its cells share (`protocol_options`).
+    sweep sets for each of its cells (tasks, seed, output, ...) or that does not change what a cell trains (the
+    checkpoint and log cadence); every other training option is part of the sweep's protocol, the options all
+    its cells share (`protocol_options`).
     """
     extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable,
              "per_cell": per_cell}
@@ -125,10 +126,12 @@ class RunConfig(BaseModel):
                                   "pip install 'mtbio[tensorboard]'). metrics.jsonl is always written.",
                                   comma=True, shown="none", resumable=True)
     log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
-                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1, resumable=True)
+                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1, resumable=True,
+                            per_cell=True)
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
-    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True)
+    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True,
+                                    per_cell=True)
     resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True, per_cell=True)
     skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.", resumable=True)
 
