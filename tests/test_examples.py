@@ -58,9 +58,11 @@ def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     assert [p.stat().st_mtime_ns for p in results] == stamps and len(results) == 8
 
 
-def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
-    """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts, and a
-    rerun on a 'new machine' (weights gone) that trains nothing because every cell's results are kept."""
+def test_mtbert_biomedical_and_adapters_scripts_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts. Then
+    examples/adapters.sh on its cells (TABLE3) and weights (OUT): the LoRA rows and the merged encoders, the LoRA
+    rate and the merge method chosen on dev, the table. Then a rerun of the Table 3 study on a 'new machine'
+    (weights gone) that trains nothing because every cell's results are kept."""
     settings = dict(TASKS="demo-relation,demo-ner", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
                     RESULTS=str(tmp_path / "results"), SEEDS="1 2", SPLITS="dev")
     train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
@@ -74,29 +76,26 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
                      "mt-fine-tune/seed-2/demo-relation", "refine/seed-1", "refine/seed-2",
                      "single-task/seed-1/demo-ner", "single-task/seed-1/demo-relation",
                      "single-task/seed-2/demo-ner", "single-task/seed-2/demo-relation"]
+
+    refined = tmp_path / "runs" / "refine" / "seed-2" / "results.json"
+    trained = refined.stat().st_mtime_ns
+    adapters = _run_script("adapters.sh", tmp_path, train_args, **{
+        **settings, "SEEDS": "2", "TABLE3": settings["RESULTS"], "RESULTS": str(tmp_path / "adapters"),
+        "LORA_LRS": "1e-3", "MERGE_METHODS": "ties average"})
+    assert adapters.returncode == 0, adapters.stderr[-2000:]
+    assert refined.stat().st_mtime_ns == trained  # the refined encoder of Table 3's cell, not a new one
+    assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout
+    rows = (tmp_path / "adapters" / "table-dev.md").read_text()
+    for row in ("single-task-lora", "mt-fine-tune", "refined-lora", "merged-"):
+        assert row in rows, row
+    merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
+    assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
+
     shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
     again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0, again.stderr[-2000:]
     assert not (tmp_path / "runs").exists()  # nothing was retrained
     assert (tmp_path / "results" / "table-dev.md").read_text() == table
-
-
-def test_adapters_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
-    """examples/adapters.sh trains Table 3's cells (through mtbert_biomedical.sh), the LoRA rows and the merged
-    encoders from those cells' weights, chooses the LoRA rate and the merge method on dev, and writes the table."""
-    settings = dict(TASKS="demo-relation,demo-ner", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
-                    RESULTS=str(tmp_path / "adapters"), LORA_LRS="1e-3", MERGE_METHODS="ties average", SEEDS="2",
-                    SPLITS="dev")
-    train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
-    adapters = _run_script("adapters.sh", tmp_path, train_args, **settings)
-    assert adapters.returncode == 0, adapters.stderr[-2000:]
-    assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout
-    table = (tmp_path / "adapters" / "table-dev.md").read_text()
-    for row in ("single-task-lora", "mt-fine-tune", "refined-lora", "merged-"):
-        assert row in table, row
-    assert (tmp_path / "adapters" / "table3" / "refine" / "seed-2" / "results.json").is_file()
-    merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
-    assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
 
 
 def test_adapters_script_copies_sharing_a_machine_train_each_cell_once(tmp_path: Path, tiny_encoder: str) -> None:
