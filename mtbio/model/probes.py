@@ -152,10 +152,10 @@ def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Seque
         return {"probe": score_task(task, gold, tag_probe(encoder, tokenizer, train, scored, length), groups)}
     results: dict[str, dict[str, float]] = {}
     if is_pair_task(task):
-        fit_cosines, cosines_scored = cosines(encoder, tokenizer, train, length), cosines(encoder, tokenizer, scored,
-                                                                                            length)
+        fit_cosines = cosines(encoder, tokenizer, train, length)
+        scored_cosines = cosines(encoder, tokenizer, scored, length)
         for pooling in POOLINGS:
-            fit_x, x = fit_cosines[pooling][:, None], cosines_scored[pooling][:, None]
+            fit_x, x = fit_cosines[pooling][:, None], scored_cosines[pooling][:, None]
             results[f"cosine-{pooling}"] = score_task(task, gold, fit_predict(task, fit_x, [e.label for e in train], x),
                                                       groups)
     pair = is_pair_task(task)
