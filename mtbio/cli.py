@@ -89,9 +89,12 @@ def tasks_list(domain: str | None, data_dir: str | None, task_defs: tuple[str, .
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--max-train-examples", type=click.IntRange(min=1), help="Cap on the training examples the fitted "
               "baselines see (default: all).")
+@click.option("--max-eval-examples", type=click.IntRange(min=1), help="Score at most this many examples of the split "
+              "per task, a fixed subset (default: all).")
 @click.option("--output", type=click.Path(dir_okay=False), help="Also write the table as JSON.")
 def tasks_baselines(task_names: str | None, domain: str | None, task_defs: tuple[str, ...], data_dir: str | None,
-                    encoder: str | None, split: str, max_train_examples: int | None, output: str | None) -> None:
+                    encoder: str | None, split: str, max_train_examples: int | None, max_eval_examples: int | None,
+                    output: str | None) -> None:
     """Each task's score before any training: trivial, the encoder's embedding cosine (pair tasks) and a
     linear probe on its frozen embeddings."""
     from mtbio.experiments.baselines import format_table, no_training_table
@@ -100,7 +103,7 @@ def tasks_baselines(task_names: str | None, domain: str | None, task_defs: tuple
 
     config = build_config({}, {"tasks": task_names.split(",") if task_names else [], "domain": domain,
                                "task_defs": list(task_defs), "data_dir": data_dir, "encoder": encoder,
-                               "max_train_examples": max_train_examples})
+                               "max_train_examples": max_train_examples, "max_eval_examples": max_eval_examples})
     if output:
         ensure_writable(output)
     table = no_training_table(config, split)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,9 @@ def test_profile_step_groups_the_op_time_of_a_real_run(tiny_encoder: str, tmp_pa
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--batch-size", "4", "--warm-steps", "2", "--steps", "2", "--verbose-steps", "1",
                "--results-dir", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    # mtbio's default cache setting (a training run in this test process may have set the variable)
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "onednn_verbose" not in done.stdout  # oneDNN's log went to its file, not to the terminal
     result = json.loads((tmp_path / "profile_step-demo-ner-fp32.json").read_text())

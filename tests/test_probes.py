@@ -141,3 +141,14 @@ def test_the_command_on_real_pairs(data_dir: Path, tiny_encoder: str, tmp_path: 
     assert row["task"] == "mqp" and row["train_examples"] == 60 and row["trivial"] == pytest.approx(0.5, abs=0.05)
     assert all(0.0 <= row[k] <= 1.0 for k in ("cosine-mean", "cosine-cls", "probe"))
     assert "cosine-mean" in done.stdout and "mqp" in done.stdout
+
+
+def test_the_command_scores_a_fixed_subset_when_asked(data_dir: Path, tiny_encoder: str, tmp_path: Path) -> None:
+    out = tmp_path / "baselines.json"
+    done = subprocess.run([sys.executable, "-m", "mtbio", "tasks", "baselines", "--tasks", "mqp", "--data-dir",
+                           str(data_dir), "--encoder", tiny_encoder, "--max-train-examples", "40",
+                           "--max-eval-examples", "30", "--output", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = json.loads(out.read_text())
+    assert table["max_eval_examples"] == 30 and table["rows"][0]["scored_examples"] == 30
+    assert "a fixed subset of at most 30 examples per task" in done.stdout

@@ -101,7 +101,7 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
             words += QUICK + (["--seeds", "1"] if "--seeds" in words else [])
             if "--from" not in words:
                 words += ["--encoder", tiny_encoder]
-        if words[1] == "evaluate":
+        if words[1] == "evaluate" or words[1:3] == ["tasks", "baselines"]:
             words += ["--max-eval-examples", "48"]
         done = CliRunner().invoke(main, words[1:])
         assert done.exit_code == 0, f"README command failed: {line}\n{done.output[-3000:]}"
