@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from common import add_common_arguments, machine, materialize_encoder, offline_environment, write_fixed_length_task
-from common import write_result
+from common import (add_common_arguments, machine, materialize_encoder, offline_environment, precision_name,
+                    write_fixed_length_task, write_result)
 
 from mtbio.training.events import Flow, Listener
 
@@ -115,7 +115,6 @@ def main() -> None:
     from mtbio.training.config import REFINE_LR, RunConfig
 
     chosen_cache = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")  # else mtbio's training default
-    profiler = None
     with tempfile.TemporaryDirectory() as tmp:
         encoder = materialize_encoder(args.encoder, Path(tmp))
         task, defs, data, length = args.tasks, list(map(str, args.task_defs)), args.data_dir, 128
@@ -145,8 +144,7 @@ def main() -> None:
               "onednn_primitive_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
               "onednn_kernels": kernels}
     tag = "" if chosen_cache is None else f"-cache{chosen_cache}"
-    path = write_result(f"profile_step-{name}-{'fp32' if args.mixed_precision == 'no' else 'bf16'}{tag}", result,
-                        args.results_dir)
+    path = write_result(f"profile_step-{name}-{precision_name(args.mixed_precision)}{tag}", result, args.results_dir)
     print(f"{name} {args.mixed_precision}: {result['self_cpu_seconds_per_step']:.3f} s of op time per step")
     for group, share in result["groups_share"].items():
         print(f"  {group:14s} {share:6.1%}")
