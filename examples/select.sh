@@ -6,14 +6,17 @@
 # target, then trains the target with the verified helpful partners and with every candidate (ratio mixer, the
 # target as main task), against the target alone: three seeds, dev scored once at the end of each cell (the
 # partners chosen on it), test scored once per cell for the final comparison, verdicts by the shared rule, all in
-# fp32 (any CPU can run any cell). The targets (NCBI-disease tagging, HoC multi-label, MQP question pairs) are in
+# fp32. The targets (NCBI-disease tagging, HoC multi-label, MQP question pairs) are in
 # no committed graph; the candidates are the biomedical graph's four tasks (relations and NER). The study's
-# design was declared in examples/select_biomedical.md before its first cell ran.
+# design was declared in examples/select_biomedical.md before its first cell ran. Every arm trains the same number
+# of optimizer steps (select's --matched-steps, 210 here): the study's follow-up, in examples/select_biomedical_steps/.
+# Its first run gave each cell its recipe epochs (TRAIN_ARGS="... --no-matched-steps", OUT=examples/select_biomedical).
 #
 #   bash examples/select.sh          # resumes: finished cells are skipped
 #
-# Each target's sweep directory is examples/select_biomedical/<target>/ (select.json, select.md, the cells'
-# small files; weights are ignored by git). tests/test_examples.py runs this script in a tiny mode.
+# Each target's sweep directory is $OUT/<target>/ (select.json, select.md, the cells' small files; weights are
+# ignored by git); `python examples/select_summary.py $OUT` tables them. tests/test_examples.py runs this script
+# in a tiny mode.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +31,7 @@ ENCODER=${ENCODER:-minilm}
 RECIPE=${RECIPE:-minilm}
 TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision no --eval-every 1000000 --eval-test}
 PREDICTOR_ARGS=${PREDICTOR_ARGS:---affinity-every 25}
-OUT=${OUT:-$HERE/select_biomedical}
+OUT=${OUT:-$HERE/select_biomedical_steps}
 PARALLEL=${PARALLEL:-1}
 MTBIO=${MTBIO:-mtbio}
 

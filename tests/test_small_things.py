@@ -131,3 +131,18 @@ def test_the_learning_rate_schedule_is_transformers_linear_warm_up_and_decay() -
             factors.append((ours.get_last_lr()[0], theirs.get_last_lr()[0]))
             ours.optimizer.step(), ours.step(), theirs.optimizer.step(), theirs.step()
         assert [a for a, _ in factors] == [b for _, b in factors], (total, ratio)
+
+
+def test_the_select_pages_tables_are_the_committed_files(data_dir: Path) -> None:
+    """examples/select_biomedical.md shows select_summary.py's tables of both committed runs (trivial on test)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    page = (repo / "examples" / "select_biomedical.md").read_text()
+    for study in ("select_biomedical", "select_biomedical_steps"):
+        table = subprocess.run([sys.executable, str(repo / "examples" / "select_summary.py"),
+                                str(repo / "examples" / study), "--data-dir", str(data_dir)],
+                               capture_output=True, text=True, check=True).stdout
+        assert "### ncbi-disease (entity_f1)" in table and "trivial score on test" in table
+        assert table.rstrip() in page

@@ -11,7 +11,9 @@ The candidates are ranked by the predictor (its cost is printed); unless --no-ve
 trained as pairs with the target and those that improve it under the shared decision rule are the
 selection (with --no-verify, the top K are). The target is then trained with the selection and with
 every candidate, and the three are compared on dev, and on test with --eval-test (each cell scores test
-once, with its best-dev weights; the partners were chosen on dev). Every training run is a sweep cell
+once, with its best-dev weights; the partners were chosen on dev). Every arm trains the same number of
+optimizer steps (--matched-steps, the default): a small target alone would otherwise take a tenth of a
+pair's steps, and a pair's gain would be mostly more training (examples/select_biomedical.md). Every training run is a sweep cell
 (`mtbio.experiments.sweep`): a rerun skips the finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from mtbio.experiments.affinity import predict_relations
 from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
@@ -62,6 +64,9 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     lr = config.learning_rate(REFINE_LR)
     seeds = seeds_of(config)
     pairwise_dir = directory / "pairwise"
+    if config.matched_steps and config.max_steps is None:
+        config = config.model_copy(update={"max_steps": _pair_steps(config, catalog, data_dir, target.name, top)})
+        echo(f"every arm trains {config.max_steps} optimizer steps (the longest of the top pairs under the recipe)")
     alone = [baseline_cell(pairwise_dir, target.name, s, lr) for s in seeds]
     pairs = {c: [pair_cell(pairwise_dir, (target.name, c), s, lr) for s in seeds] for c in top} if config.verify else {}
     cells = alone + [cell for group in pairs.values() for cell in group]
@@ -92,7 +97,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
               "pairs_family": verified["family"] if verified else None, "correction": config.correction,
-              "selected": selected, "seeds": seeds, "outcome_split": "test" if config.eval_test else "dev",
+              "selected": selected, "max_steps": config.max_steps, "seeds": seeds, "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
     if state.is_main_process:
         write_json(SweepDir(directory).summary_file("select"), result)
@@ -107,6 +112,15 @@ def group_cell(groups_dir: Path, target: str, partners: list[str], seed: int, lr
     if len(label) > 80:
         label = f"{target}+{len(partners)}tasks-" + hashlib.sha1(label.encode()).hexdigest()[:8]
     return Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)
+
+
+def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, target: str, partners: list[str]) -> int:
+    """The optimizer steps of the longest pair of `target` with one of `partners`, each under the recipe."""
+    from mtbio.data.loading import split_sizes
+
+    assert data_dir is not None
+    sizes = {name: split_sizes(catalog.get(name), data_dir) for name in (target, *partners)}
+    return max(cell_steps(pair_cell(Path("."), (target, p), config.seed, 0.0), config, sizes) for p in partners)
 
 
 def _scores(cells: list[Cell], target: TaskDef, split: str = "dev") -> dict[int, float]:

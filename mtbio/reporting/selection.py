@@ -63,6 +63,8 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
     split = result.get("outcome_split", "dev")
     dev = result.get("outcome_dev", outcome)
     lines += ["", f"Selected: {', '.join(result['selected']) or 'none (the target alone)'}", ""]
+    if result.get("max_steps"):
+        lines += [f"Every arm trained {result['max_steps']} optimizer steps.", ""]
     if split == "dev":
         lines += [f"| partners | {target} dev {outcome['metric']} (mean ± sd over {len(result['seeds'])} seed(s)) |",
                   "|---|---|"]

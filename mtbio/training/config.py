@@ -230,6 +230,10 @@ class RunConfig(BaseModel):
     verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
                           "ones (off: keep the top candidates unverified).", group="select",
                           flag="--verify/--no-verify")
+    matched_steps: bool = option(True, "select: every arm (the target alone, each pair, each group) trains as many "
+                                 "optimizer steps as the longest verified pair would under the recipe, so that a "
+                                 "partner's effect is not more training (--max-steps N: every arm N; off: each its recipe epochs).",
+                                 group="select", flag="--matched-steps/--no-matched-steps")
 
     @model_validator(mode="before")
     @classmethod

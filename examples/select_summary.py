@@ -1,0 +1,100 @@
+"""Tabulate a `mtbio select` study (examples/select.sh): one section per target, from the committed files.
+
+    python examples/select_summary.py examples/select_biomedical [--data-dir ../shared/data]
+
+Per target: the predictor's ranking, the verified pairs (dev Δ, 95% interval over seeds, Holm-adjusted p,
+verdict), the three arms on test (mean ± sd over seeds; dev beside it) with each arm's optimizer steps, the
+comparisons on test, and the cost of `select` against the full pairwise sweep it replaces (the target alone and
+with every candidate, same seeds), in cell wall seconds. With a data directory, the target's trivial score on
+test (the better of its 200-example training majority and the best constant on test) is added.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def _results(cells_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(cells_dir.glob("seed-*/results.json"))]
+
+
+def _wall(cells_dir: Path) -> float:
+    return sum(r["wall_seconds"] for r in _results(cells_dir))
+
+
+def _steps(cells_dir: Path) -> int:
+    return int(statistics.mean(r["steps"] for r in _results(cells_dir)))
+
+
+def test_trivial(target: str, data_dir: Path, train_examples: int) -> float:
+    """The target's trivial score on test (mtbio.evaluation.trivial), fitted on the capped training set."""
+    from mtbio.data.loading import read_split
+    from mtbio.evaluation.trivial import trivial_score
+    from mtbio.tasks.loading import load_catalog
+
+    task = load_catalog([]).get(target)
+    return trivial_score(task, read_split(task, "train", data_dir, train_examples), read_split(task, "test", data_dir))
+
+
+def cost(directory: Path, result: dict[str, Any]) -> dict[str, float]:
+    """Cell wall seconds: select's (prediction, pairs and alone, groups) and the full sweep's (alone + every pair:
+    the measured pairs' mean time for the pairs not trained)."""
+    pairwise = directory / "pairwise"
+    alone = _wall(pairwise / "baselines" / result["target"])
+    pairs = {p.name: _wall(p) for p in sorted((pairwise / "pairs").iterdir()) if p.is_dir()}
+    groups = sum(_wall(g) for g in sorted((directory / "groups").iterdir()) if g.is_dir())
+    prediction = result["prediction_cost"]["wall_seconds"] if (directory / result["prediction_dir"] / "seed-42").is_dir() \
+        else 0.0  # read back from an earlier study: not paid again
+    return {"prediction": prediction, "pairs": alone + sum(pairs.values()), "groups": groups,
+            "sweep": alone + statistics.mean(pairs.values()) * len(result["candidates"])}
+
+
+def section(directory: Path, data_dir: Path | None) -> str:
+    result = json.loads((directory / "select.json").read_text())
+    target, metric = result["target"], result["outcome"]["metric"]
+    lines = [f"### {target} ({metric})", ""]
+    lines.append("Predicted order (lookahead affinity of each candidate on the target): "
+                 + ", ".join(f"{r['task']} {r['score']:+.2g}" for r in result["ranking"]) + ".")
+    lines += ["", "| verified pair | dev Δ | 95% interval | adjusted p | verdict |", "|---|---:|---|---:|---|"]
+    for partner, pair in (result["pairs"] or {}).items():
+        lo, hi = pair["ci"]
+        lines.append(f"| {target} + {partner} | {pair['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | "
+                     f"{pair['p_adjusted']:.3g} | {pair['verdict']} |")
+    selected = ", ".join(result["selected"]) or "none (the target alone)"
+    outcome, dev = result["outcome"], result["outcome_dev"]
+    steps = {"alone": _steps(directory / "pairwise" / "baselines" / target)}
+    for name, members in (("selected", result["selected"]), ("all", result["candidates"])):
+        group = directory / "groups" / "+".join([target, *members])
+        steps[name] = _steps(group) if members and group.is_dir() else steps["alone"]
+    trivial = f"; trivial score on test {test_trivial(target, data_dir, 200):.3f}" if data_dir else ""
+    lines += ["", f"Selected: {selected}{trivial}.", "",
+              "| arm | test | dev | steps |", "|---|---|---|---:|"]
+    for arm in ("alone", "selected", "all"):
+        t, d = outcome["scores"][arm], dev["scores"][arm]
+        lines.append(f"| {arm} | {t['mean']:.3f} ± {t['sd']:.3f} | {d['mean']:.3f} ± {d['sd']:.3f} | {steps[arm]} |")
+    lines += ["", "| on test | Δ | 95% interval | adjusted p | verdict |", "|---|---:|---|---:|---|"]
+    for name, c in outcome["comparisons"].items():
+        lo, hi = c["ci"]
+        lines.append(f"| {name} | {c['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {c['p_adjusted']:.3g} | {c['verdict']} |")
+    spent = cost(directory, result)
+    lines += ["", f"Cost in cell seconds: prediction {spent['prediction']:.0f}, alone + verified pairs "
+                  f"{spent['pairs']:.0f}, groups {spent['groups']:.0f}; the full pairwise sweep it replaces "
+                  f"≈ {spent['sweep']:.0f}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("study", type=Path)
+    parser.add_argument("--data-dir", type=Path, default=os.environ.get("MTBIO_DATA_DIR") or None)
+    args = parser.parse_args()
+    for directory in sorted(p.parent for p in args.study.glob("*/select.json")):
+        print(section(directory, args.data_dir))
+
+
+if __name__ == "__main__":
+    main()
