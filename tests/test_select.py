@@ -118,7 +118,7 @@ def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, mi
 def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
     options = _options(keyword_tasks, micro_encoder, tmp_path / "x")
     for update, message in (({"target": []}, "one target task"), ({"candidates": ["kw-few"]}, "at least one candidate"),
-                            ({"candidates": []}, "needs candidates"), ({"max_seeds": 4}, "--max-seeds"),
+                            ({"candidates": []}, "needs candidates"),
                             ({"predictor": "nope"}, "unknown transfer predictor"),
                             ({"predictor": "cosine", "dry_run": True}, "needs its joint runs")):
         with pytest.raises(MtbioError, match=message):
@@ -126,3 +126,19 @@ def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, ke
     lines: list[str] = []
     assert select(RunConfig(**{**options, "dry_run": True}), echo=lines.append) == (tmp_path / "x", None)
     assert any("pair kw-few + kw-all" in line for line in lines) and not (tmp_path / "x" / "pairwise" / "pairs").exists()
+
+
+def test_select_adds_seeds_to_undecided_pairs_with_max_seeds(tmp_path: Path, micro_encoder: str,
+                                                             keyword_tasks: tuple[str, str]) -> None:
+    """--max-seeds 3 from 2 seeds: the pair (undecided: no verdict under 3 seeds) gets a third seed, with the
+    target alone at it; the comparison arms keep the starting seeds."""
+    out = tmp_path / "adaptive"
+    config = RunConfig(**{**_options(keyword_tasks, micro_encoder, out), "max_seeds": 3})
+    lines: list[str] = []
+    _, result = select(config, echo=lines.append)
+    assert result is not None and result["pairs"]["kw-all"]["n_seeds"] == 3
+    assert any("adaptive seeds: one more seed for the undecided pair(s) kw-all" in line for line in lines)
+    assert (out / "pairwise" / "baselines" / "kw-few" / "seed-44" / "results.json").is_file()
+    assert (out / "pairwise" / "pairs" / "kw-few+kw-all" / "seed-44" / "results.json").is_file()
+    assert sorted(p.name for p in (out / "groups" / "kw-few+kw-all+kw-noise").glob("seed-*")) == ["seed-42", "seed-43"]
+    assert result["outcome"]["comparisons"]["all vs alone"]["n_seeds"] == 2

@@ -36,10 +36,10 @@ def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
 
 
 def refuse_adaptive_seeds(config: RunConfig, command: str) -> None:
-    """Adaptive seeds are pairwise's; any other command says so instead of ignoring them."""
+    """Adaptive seeds are pairwise's and select's; any other command says so instead of ignoring them."""
     if config.max_seeds is not None:
         raise MtbioError(f"{command} runs a fixed number of seeds: give --seeds N (adaptive seeds, --seeds auto or "
-                         "--max-seeds, are for pairwise)")
+                         "--max-seeds, are for pairwise and select)")
 
 
 def train_examples_of(config: RunConfig, task: str) -> int | None:

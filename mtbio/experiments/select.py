@@ -9,7 +9,8 @@
 
 The candidates are ranked by the predictor (its cost is printed); unless --no-verify, the top K are
 trained as pairs with the target and those that improve it under the shared decision rule are the
-selection (with --no-verify, the top K are). The target is then trained with the selection and with
+selection (with --no-verify, the top K are); with --seeds auto / --max-seeds, an undecided pair gets one more
+seed (with the target alone at that seed) round by round, as pairwise's edges do. The target is then trained with the selection and with
 every candidate, and the three are compared on dev, and on test with --eval-test (each cell scores test
 once, with its best-dev weights; the partners were chosen on dev). Every arm trains the same number of
 optimizer steps (--matched-steps, the default): a small target alone would otherwise take a tenth of a
@@ -25,7 +26,7 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import predict_relations
-from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
+from mtbio.experiments.common import catalog_for, data_dir_for
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
@@ -46,7 +47,6 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     candidates = [c for c in candidates if c.name != target.name]
     if not candidates:
         raise MtbioError("select needs at least one candidate besides the target (--candidates a,b,... or a domain)")
-    refuse_adaptive_seeds(config, "select")
     state = processes(config)
     echo = echo if state.is_main_process else silent
     data_dir = data_dir_for(config)
@@ -70,14 +70,27 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     alone = [baseline_cell(pairwise_dir, target.name, s, lr) for s in seeds]
     pairs = {c: [pair_cell(pairwise_dir, (target.name, c), s, lr) for s in seeds] for c in top} if config.verify else {}
     cells = alone + [cell for group in pairs.values() for cell in group]
-    if drive_sweep(cells, config, catalog.tasks, data_dir, state, pairwise_dir, lambda _: {}, lambda *_: [],
-                   echo) is None:
-        return directory, None
-    alone_scores = _scores(alone, target)
     verified, selected = None, top
-    if config.verify:
-        verified, selected = verify_pairs(alone_scores, {c: _scores(group, target) for c, group in pairs.items()},
+    while True:  # with --max-seeds: one more seed for each undecided pair (and the target alone), round by round
+        if drive_sweep(cells, config, catalog.tasks, data_dir, state, pairwise_dir, lambda _: {}, lambda *_: [],
+                       echo) is None:
+            return directory, None
+        if not config.verify:
+            break
+        verified, selected = verify_pairs(_scores(cells, target, kind="baseline"),
+                                          {c: _scores(group, target) for c, group in pairs.items()},
                                           target.metric, config.alpha, config.min_delta, config.correction)
+        more = [c for c, pair in verified["pairs"].items()
+                if pair["state"] == "undecided" and config.max_seeds and pair["n_seeds"] < config.max_seeds]
+        if not more:
+            break
+        for c in more:
+            seed = max(cell.seed for cell in pairs[c]) + 1
+            pairs[c].append(pair_cell(pairwise_dir, (target.name, c), seed, lr))
+            if not any(cell.kind == "baseline" and cell.seed == seed for cell in cells):
+                cells.append(baseline_cell(pairwise_dir, target.name, seed, lr))
+            cells.append(pairs[c][-1])
+        echo(f"adaptive seeds: one more seed for the undecided pair(s) {', '.join(more)}")
     everyone = [c.name for c in candidates]
     sets = {"selected": selected, "all": everyone}
     groups = {name: [group_cell(directory / "groups", target.name, members, s, lr) for s in seeds]
@@ -123,9 +136,9 @@ def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, 
     return max(cell_steps(pair_cell(Path("."), (target, p), config.seed, 0.0), config, sizes) for p in partners)
 
 
-def _scores(cells: list[Cell], target: TaskDef, split: str = "dev") -> dict[int, float]:
-    """The target's score on `split` in each finished cell, by seed."""
-    found = {cell.seed: cell_score(cell, target, split) for cell in cells if cell.done}
+def _scores(cells: list[Cell], target: TaskDef, split: str = "dev", kind: str | None = None) -> dict[int, float]:
+    """The target's score on `split` in each finished cell (of `kind`, when given), by seed."""
+    found = {cell.seed: cell_score(cell, target, split) for cell in cells if cell.done and kind in (None, cell.kind)}
     return {seed: score for seed, score in found.items() if score is not None}
 
 

@@ -169,7 +169,8 @@ class RunConfig(BaseModel):
         "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
         group="sweep")
     max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
-                                   "undecided edges, round by round, up to N seeds.", group="sweep", ge=2)
+                                   "undecided edges (select: of its undecided pairs), round by round, up to N seeds.", group="sweep",
+                                   ge=2)
     launcher: Literal["local", "ray", "slurm"] = option(
         "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
         "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
