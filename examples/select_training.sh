@@ -24,17 +24,19 @@ OUT=${OUT:-$HERE/select_training}
 MTBIO=${MTBIO:-mtbio}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
-common=(--encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" --task-examples "$TARGET=$TARGET_EXAMPLES"
+common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" --task-examples "$TARGET=$TARGET_EXAMPLES"
         --max-steps "$STEPS" "${train_args[@]}" --resume)
 for seed in $SEEDS; do
   [ -f "$OUT/alone/seed-$seed/$TARGET/results.json" ] || \
-    "$MTBIO" finetune --task "$TARGET" --seed "$seed" "${common[@]}" --output "$OUT/alone/seed-$seed"
+    "$MTBIO" finetune --task "$TARGET" --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/alone/seed-$seed"
   [ -f "$OUT/ratio/seed-$seed/results.json" ] || \
-    "$MTBIO" refine --tasks "$TARGET,$PARTNER" --mixer ratio --main-task "$TARGET" --seed "$seed" "${common[@]}" \
+    "$MTBIO" refine --tasks "$TARGET,$PARTNER" --mixer ratio --main-task "$TARGET" --encoder "$ENCODER" --seed "$seed" \
+        "${common[@]}" \
         --output "$OUT/ratio/seed-$seed"
   if [ ! -f "$OUT/refine-finetune/seed-$seed/$TARGET/results.json" ]; then
     [ -f "$OUT/pair/seed-$seed/results.json" ] || \
-      "$MTBIO" refine --tasks "$TARGET,$PARTNER" --seed "$seed" "${common[@]}" --output "$OUT/pair/seed-$seed"
+      "$MTBIO" refine --tasks "$TARGET,$PARTNER" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
+          --output "$OUT/pair/seed-$seed"
     "$MTBIO" finetune --task "$TARGET" --from "$OUT/pair/seed-$seed" --seed "$seed" "${common[@]}" \
         --output "$OUT/refine-finetune/seed-$seed"
   fi

@@ -214,3 +214,23 @@ def test_select_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     assert configs and all(yaml.safe_load(c.read_text())["task_examples"] == ["demo-ner=8"] for c in configs)
     again = _run_script("select.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
+
+
+def test_select_training_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """The target alone, with its partner through the ratio mixer, and fine-tuned from the refined pair: every run
+    the same steps, the dev tables (each arm against alone; the arms against each other)."""
+    out = tmp_path / "training"
+    settings = dict(TARGET="demo-ner", PARTNER="demo-relation", TARGET_EXAMPLES="8", STEPS="3", SEEDS="1",
+                    ENCODER=tiny_encoder, OUT=str(out))
+    train_args = "--max-length 32 --batch-size 8 --max-train-examples 16"
+    done = _run_script("select_training.sh", tmp_path, train_args, **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for arm in ("alone/seed-1/demo-ner", "ratio/seed-1", "refine-finetune/seed-1/demo-ner"):
+        results = json.loads((out / arm / "results.json").read_text())
+        assert results["steps"] == 3, arm
+    tuned = yaml.safe_load((out / "refine-finetune" / "seed-1" / "demo-ner" / "config.yaml").read_text())
+    assert tuned["task_examples"] == ["demo-ner=8"] and "pair/seed-1" in str(tuned.get("from_run") or tuned)
+    assert "mixer: ratio" in (out / "ratio" / "seed-1" / "config.yaml").read_text()
+    table = (out / "table-dev.md").read_text()
+    assert "| alone | ratio | refine-finetune |" in table and "Δ refine-finetune − alone" in table
+    assert "Δ refine-finetune − ratio" in (out / "table-dev-arms.md").read_text()
