@@ -47,8 +47,8 @@ def cost(directory: Path, result: dict[str, Any]) -> dict[str, float]:
     alone = _wall(pairwise / "baselines" / result["target"])
     pairs = {p.name: _wall(p) for p in sorted((pairwise / "pairs").iterdir()) if p.is_dir()}
     groups = sum(_wall(g) for g in sorted((directory / "groups").iterdir()) if g.is_dir())
-    prediction = result["prediction_cost"]["wall_seconds"] if (directory / result["prediction_dir"] / "seed-42").is_dir() \
-        else 0.0  # read back from an earlier study: not paid again
+    trained_here = (directory / result["prediction_dir"] / "seed-42").is_dir()  # else read back: not paid again
+    prediction = result["prediction_cost"]["wall_seconds"] if trained_here else 0.0
     return {"prediction": prediction, "pairs": alone + sum(pairs.values()), "groups": groups,
             "sweep": alone + statistics.mean(pairs.values()) * len(result["candidates"])}
 
@@ -79,7 +79,8 @@ def section(directory: Path, data_dir: Path | None) -> str:
     lines += ["", "| on test | Δ | 95% interval | adjusted p | verdict |", "|---|---:|---|---:|---|"]
     for name, c in outcome["comparisons"].items():
         lo, hi = c["ci"]
-        lines.append(f"| {name} | {c['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {c['p_adjusted']:.3g} | {c['verdict']} |")
+        lines.append(f"| {name} | {c['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {c['p_adjusted']:.3g} | "
+                     f"{c['verdict']} |")
     spent = cost(directory, result)
     lines += ["", f"Cost in cell seconds: prediction {spent['prediction']:.0f}, alone + verified pairs "
                   f"{spent['pairs']:.0f}, groups {spent['groups']:.0f}; the full pairwise sweep it replaces "

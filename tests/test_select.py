@@ -140,5 +140,6 @@ def test_select_adds_seeds_to_undecided_pairs_with_max_seeds(tmp_path: Path, mic
     assert any("adaptive seeds: one more seed for the undecided pair(s) kw-all" in line for line in lines)
     assert (out / "pairwise" / "baselines" / "kw-few" / "seed-44" / "results.json").is_file()
     assert (out / "pairwise" / "pairs" / "kw-few+kw-all" / "seed-44" / "results.json").is_file()
-    assert sorted(p.name for p in (out / "groups" / "kw-few+kw-all+kw-noise").glob("seed-*")) == ["seed-42", "seed-43"]
+    groups = out / "groups" / "kw-few+kw-all+kw-noise"
+    assert sorted(p.name for p in groups.glob("seed-*")) == ["seed-42", "seed-43"]
     assert result["outcome"]["comparisons"]["all vs alone"]["n_seeds"] == 2

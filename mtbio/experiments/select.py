@@ -9,13 +9,14 @@
 
 The candidates are ranked by the predictor (its cost is printed); unless --no-verify, the top K are
 trained as pairs with the target and those that improve it under the shared decision rule are the
-selection (with --no-verify, the top K are); with --seeds auto / --max-seeds, an undecided pair gets one more
-seed (with the target alone at that seed) round by round, as pairwise's edges do. The target is then trained with the selection and with
-every candidate, and the three are compared on dev, and on test with --eval-test (each cell scores test
-once, with its best-dev weights; the partners were chosen on dev). Every arm trains the same number of
-optimizer steps (--matched-steps, the default): a small target alone would otherwise take a tenth of a
-pair's steps, and a pair's gain would be mostly more training (examples/select_biomedical.md). Every training run is a sweep cell
-(`mtbio.experiments.sweep`): a rerun skips the finished ones, and a finished prediction is read back.
+selection (with --no-verify, the top K are); with --seeds auto / --max-seeds, an undecided pair gets one
+more seed (with the target alone at that seed) round by round, as pairwise's edges do. The target is then
+trained with the selection and with every candidate, and the three are compared on dev, and on test with
+--eval-test (each cell scores test once, with its best-dev weights; the partners were chosen on dev). Every
+arm trains the same number of optimizer steps (--matched-steps, the default): a small target alone would
+otherwise take a tenth of a pair's steps, and a pair's gain would be mostly more training
+(examples/select_biomedical.md). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun
+skips the finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
               "pairs_family": verified["family"] if verified else None, "correction": config.correction,
-              "selected": selected, "max_steps": config.max_steps, "seeds": seeds, "outcome_split": "test" if config.eval_test else "dev",
+              "selected": selected, "max_steps": config.max_steps, "seeds": seeds,
+              "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
     if state.is_main_process:
         write_json(SweepDir(directory).summary_file("select"), result)
@@ -127,7 +129,8 @@ def group_cell(groups_dir: Path, target: str, partners: list[str], seed: int, lr
     return Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)
 
 
-def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, target: str, partners: list[str]) -> int:
+def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, target: str,
+                partners: list[str]) -> int:
     """The optimizer steps of the longest pair of `target` with one of `partners`, each under the recipe."""
     from mtbio.data.loading import split_sizes
 

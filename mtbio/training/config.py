@@ -169,8 +169,8 @@ class RunConfig(BaseModel):
         "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
         group="sweep")
     max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
-                                   "undecided edges (select: of its undecided pairs), round by round, up to N seeds.", group="sweep",
-                                   ge=2)
+                                   "undecided edges (select: of its undecided pairs), round by round, up to N "
+                                   "seeds.", group="sweep", ge=2)
     launcher: Literal["local", "ray", "slurm"] = option(
         "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
         "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
@@ -233,7 +233,8 @@ class RunConfig(BaseModel):
                           flag="--verify/--no-verify")
     matched_steps: bool = option(True, "select: every arm (the target alone, each pair, each group) trains as many "
                                  "optimizer steps as the longest verified pair would under the recipe, so that a "
-                                 "partner's effect is not more training (--max-steps N: every arm N; off: each its recipe epochs).",
+                                 "partner's effect is not more training (--max-steps N: every arm N; off: each its "
+                                 "recipe epochs).",
                                  group="select", flag="--matched-steps/--no-matched-steps")
 
     @model_validator(mode="before")
