@@ -3,8 +3,9 @@
 # TARGET_EXAMPLES training examples (--task-examples) while the candidates keep the study's 2,000, as a
 # researcher's new dataset beside mtbio's shipped tasks. `mtbio select` ranks the candidates with PREDICTOR
 # (the best measured within target, examples/predictor_validation.md), verifies the TOP best as pairs with the
-# target, then trains the target with the verified helpful partners and with every candidate (ratio mixer, the
-# target as main task), against the target alone: three seeds, dev scored once at the end of each cell (the
+# target, then trains the target with the verified helpful partners and with every candidate (GROUP_TRAINING: the
+# study ran the ratio mixer, the target as main task, before select's default became refine-finetune), against the
+# target alone: three seeds, dev scored once at the end of each cell (the
 # partners chosen on it), test scored once per cell for the final comparison, verdicts by the shared rule, all in
 # fp32. The targets (NCBI-disease tagging, HoC multi-label, MQP question pairs) are in
 # no committed graph; the candidates are the biomedical graph's four tasks (relations and NER). The study's
@@ -33,6 +34,7 @@ TRAIN_ARGS=${TRAIN_ARGS:---max-train-examples 2000 --mixed-precision no --eval-e
 PREDICTOR_ARGS=${PREDICTOR_ARGS:---affinity-every 25}
 OUT=${OUT:-$HERE/select_biomedical_steps}
 PARALLEL=${PARALLEL:-1}
+GROUP_TRAINING=${GROUP_TRAINING:-ratio}
 MTBIO=${MTBIO:-mtbio}
 
 read -r -a train_args <<< "$TRAIN_ARGS"
@@ -40,5 +42,6 @@ read -r -a predictor_args <<< "$PREDICTOR_ARGS"
 for target in $TARGETS; do
   "$MTBIO" select --target "$target" --candidates "$CANDIDATES" --top "$TOP" --predictor "$PREDICTOR" \
       --task-examples "$target=$TARGET_EXAMPLES" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" \
-      "${train_args[@]}" "${predictor_args[@]}" --seed 42 --seeds "$SEEDS" --parallel "$PARALLEL" --output "$OUT/$target"
+      "${train_args[@]}" "${predictor_args[@]}" --seed 42 --seeds "$SEEDS" --parallel "$PARALLEL" \
+      --group-training "$GROUP_TRAINING" --output "$OUT/$target"
 done

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 import mtbio
@@ -70,8 +71,12 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
     assert saved["selected"] == result["selected"] and saved["prediction_cost"]["wall_seconds"] >= 0
     summary = (out / "select.md").read_text()
     assert "# Partners for kw-few" in summary and "| selected vs alone |" in summary
-    config_yaml = (out / "groups" / "kw-few+kw-all+kw-noise" / "seed-42" / "config.yaml").read_text()
-    assert "mixer: ratio" in config_yaml and "main_task: kw-few" in config_yaml
+    # refine-finetune (the default): the target fine-tuned from a refine run on the target and its partners
+    group = out / "groups" / "kw-few+kw-all+kw-noise"
+    tuned = yaml.safe_load((group / "seed-42" / "config.yaml").read_text())
+    assert tuned["from_run"] == str(group / "refined" / "seed-42") and tuned["tasks"] == ["kw-few"]
+    assert yaml.safe_load((group / "refined" / "seed-42" / "config.yaml").read_text())["tasks"] == \
+        ["kw-few", "kw-all", "kw-noise"]
     # --matched-steps (the default): every arm as long as the pair, 1 epoch of 32 + the capped kw-few at batch 8
     steps = {str(p.parent.relative_to(out)): json.loads(p.read_text())["steps"] for p in out.rglob("results.json")
              if "prediction" not in str(p)}
@@ -107,12 +112,14 @@ def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, mi
     assert (tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").is_file()
     assert "--no-verify" in (tmp_path / "nv" / "select.md").read_text()
     own = RunConfig(**{**_options(keyword_tasks, micro_encoder, tmp_path / "own"), "verify": False, "seeds": 1,
-                       "matched_steps": False})
+                       "matched_steps": False, "group_training": "ratio"})
     _, unmatched = select(own, echo=lambda _: None)
     assert unmatched is not None and unmatched["max_steps"] is None
     alone, group = (json.loads((tmp_path / "own" / d / "seed-42" / "results.json").read_text())["steps"]
                     for d in ("pairwise/baselines/kw-few", "groups/kw-few+kw-all"))
     assert alone < group  # each its recipe epochs: the ratio mixer's epoch is twice the target's batches
+    ratio = (tmp_path / "own" / "groups" / "kw-few+kw-all" / "seed-42" / "config.yaml").read_text()
+    assert "mixer: ratio" in ratio and "main_task: kw-few" in ratio
 
 
 def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:

@@ -146,3 +146,5 @@ def test_the_select_pages_tables_are_the_committed_files(data_dir: Path) -> None
                                capture_output=True, text=True, check=True).stdout
         assert "### ncbi-disease (entity_f1)" in table and "trivial score on test" in table
         assert table.rstrip() in page
+    for name in ("table-dev.md", "table-dev-arms.md"):  # the group-training comparison (select_training.sh)
+        assert (repo / "examples" / "select_training" / name).read_text().split("\n\ndev split")[0] in page

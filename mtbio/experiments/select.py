@@ -3,8 +3,9 @@
     <dir>/
         prediction-<predictor>/     the predictor's affinity.json over the target and the candidates
         pairwise/                   a pairwise sweep restricted to the target: its baseline and the top-K pairs
-        groups/<target>+<a>+.../    the target trained with several partners (ratio mixer, the target as
-                                    main task): the selected ones and all the candidates
+        groups/<target>+<a>+.../    the target trained with several partners (the selected ones, all the
+                                    candidates): fine-tuned from a refine run on them (refined/), or with
+                                    --group-training ratio one joint run, the target as main task
         select.json, select.md      the ranking, the verified pairs and the comparison of the three
 
 The candidates are ranked by the predictor (its cost is printed); unless --no-verify, the top K are
@@ -94,10 +95,12 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
         echo(f"adaptive seeds: one more seed for the undecided pair(s) {', '.join(more)}")
     everyone = [c.name for c in candidates]
     sets = {"selected": selected, "all": everyone}
-    groups = {name: [group_cell(directory / "groups", target.name, members, s, lr) for s in seeds]
-              for name, members in sets.items() if members}
-    unique = list(dict.fromkeys(cell for group in groups.values() for cell in group))
-    grouped = config.model_copy(update={"mixer": "ratio", "main_task": target.name})
+    runs_of = {name: [group_cells(directory / "groups", target.name, members, s, lr, config.group_training)
+                      for s in seeds] for name, members in sets.items() if members}
+    groups = {name: [chain[-1] for chain in chains] for name, chains in runs_of.items()}  # the scored runs
+    unique = list(dict.fromkeys(cell for chains in runs_of.values() for chain in chains for cell in chain))
+    grouped = config.model_copy(update={"mixer": "ratio", "main_task": target.name}) \
+        if config.group_training == "ratio" else config
     if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
                               lambda *_: [], echo) is None:
         return directory, None
@@ -121,12 +124,19 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     return directory, result
 
 
-def group_cell(groups_dir: Path, target: str, partners: list[str], seed: int, lr: float) -> Cell:
-    """The target trained with `partners` (named by its members; a long name by their hash)."""
+def group_cells(groups_dir: Path, target: str, partners: list[str], seed: int, lr: float,
+                training: str = "refine-finetune") -> list[Cell]:
+    """The runs that train the target with `partners` (named by its members; a long name by their hash), the
+    scored one last: one ratio-mixer run, or (refine-finetune) a refine run on all of them, in <label>/refined/,
+    then the target fine-tuned from its encoder."""
     label = "+".join([target, *partners])
     if len(label) > 80:
         label = f"{target}+{len(partners)}tasks-" + hashlib.sha1(label.encode()).hexdigest()[:8]
-    return Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)
+    if training == "ratio":
+        return [Cell("group", (target, *partners), seed, groups_dir / label / f"seed-{seed}", "refine", lr)]
+    refined = Cell("refined", (target, *partners), seed, groups_dir / label / "refined" / f"seed-{seed}", "refine", lr)
+    return [refined, Cell("transfer", (target,), seed, groups_dir / label / f"seed-{seed}", "finetune", lr,
+                          from_cell=refined.run_dir)]
 
 
 def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, target: str,

@@ -231,6 +231,10 @@ class RunConfig(BaseModel):
     verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
                           "ones (off: keep the top candidates unverified).", group="select",
                           flag="--verify/--no-verify")
+    group_training: Literal["refine-finetune", "ratio"] = option(
+        "refine-finetune", "select: how the target is trained with its partners: refine on them, then fine-tune the "
+        "target from the refined encoder (chosen on dev: examples/select_biomedical.md), or one joint run with the "
+        "ratio mixer, the target as main task.", group="select")
     matched_steps: bool = option(True, "select: every arm (the target alone, each pair, each group) trains as many "
                                  "optimizer steps as the longest verified pair would under the recipe, so that a "
                                  "partner's effect is not more training (--max-steps N: every arm N; off: each its "
