@@ -82,7 +82,7 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
              if "prediction" not in str(p)}
     assert result["max_steps"] == steps["pairwise/pairs/kw-few+kw-all/seed-42"] > 0
     assert set(steps.values()) == {result["max_steps"]}, steps
-    assert f"Every arm trained {result['max_steps']} optimizer steps." in summary
+    assert f"Every training run took {result['max_steps']} optimizer steps." in summary
 
     stamps = _stamps(out)
     defs, data = keyword_tasks

@@ -14,9 +14,9 @@ selection (with --no-verify, the top K are); with --seeds auto / --max-seeds, an
 more seed (with the target alone at that seed) round by round, as pairwise's edges do. The target is then
 trained with the selection and with every candidate, and the three are compared on dev, and on test with
 --eval-test (each cell scores test once, with its best-dev weights; the partners were chosen on dev). Every
-arm trains the same number of optimizer steps (--matched-steps, the default): a small target alone would
-otherwise take a tenth of a pair's steps, and a pair's gain would be mostly more training
-(examples/select_biomedical.md). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun
+training run takes the same number of optimizer steps (--matched-steps, the default; a refine-finetune group is
+two such runs): a small target alone would otherwise take a tenth of a pair's steps, and a pair's gain would be
+mostly more training (examples/select_biomedical.md). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun
 skips the finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations

@@ -64,7 +64,7 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
     dev = result.get("outcome_dev", outcome)
     lines += ["", f"Selected: {', '.join(result['selected']) or 'none (the target alone)'}", ""]
     if result.get("max_steps"):
-        lines += [f"Every arm trained {result['max_steps']} optimizer steps.", ""]
+        lines += [f"Every training run took {result['max_steps']} optimizer steps.", ""]
     if split == "dev":
         lines += [f"| partners | {target} dev {outcome['metric']} (mean ± sd over {len(result['seeds'])} seed(s)) |",
                   "|---|---|"]

@@ -235,10 +235,10 @@ class RunConfig(BaseModel):
         "refine-finetune", "select: how the target is trained with its partners: refine on them, then fine-tune the "
         "target from the refined encoder (chosen on dev: examples/select_biomedical.md), or one joint run with the "
         "ratio mixer, the target as main task.", group="select")
-    matched_steps: bool = option(True, "select: every arm (the target alone, each pair, each group) trains as many "
-                                 "optimizer steps as the longest verified pair would under the recipe, so that a "
-                                 "partner's effect is not more training (--max-steps N: every arm N; off: each its "
-                                 "recipe epochs).",
+    matched_steps: bool = option(True, "select: every training run (the target alone, each pair, each group's runs) "
+                                 "takes as many optimizer steps as the longest verified pair would under the recipe, "
+                                 "so that a partner's effect is not more training (--max-steps N: every run N; off: "
+                                 "each its recipe epochs).",
                                  group="select", flag="--matched-steps/--no-matched-steps")
 
     @model_validator(mode="before")
