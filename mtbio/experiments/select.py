@@ -16,8 +16,8 @@ trained with the selection and with every candidate, and the three are compared 
 --eval-test (each cell scores test once, with its best-dev weights; the partners were chosen on dev). Every
 training run takes the same number of optimizer steps (--matched-steps, the default; a refine-finetune group is
 two such runs): a small target alone would otherwise take a tenth of a pair's steps, and a pair's gain would be
-mostly more training (examples/select_biomedical.md). Every training run is a sweep cell (`mtbio.experiments.sweep`): a rerun
-skips the finished ones, and a finished prediction is read back.
+mostly more training (examples/select_biomedical.md). Every training run is a sweep cell
+(`mtbio.experiments.sweep`): a rerun skips the finished ones, and a finished prediction is read back.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
+from mtbio.reporting.relations import undecided_cells
 from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import TaskCatalog
@@ -68,7 +69,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     pairwise_dir = directory / "pairwise"
     if config.matched_steps and config.max_steps is None:
         config = config.model_copy(update={"max_steps": _pair_steps(config, catalog, data_dir, target.name, top)})
-        echo(f"every arm trains {config.max_steps} optimizer steps (the longest of the top pairs under the recipe)")
+        echo(f"every training run takes {config.max_steps} optimizer steps (the longest top pair's, under the recipe)")
     alone = [baseline_cell(pairwise_dir, target.name, s, lr) for s in seeds]
     pairs = {c: [pair_cell(pairwise_dir, (target.name, c), s, lr) for s in seeds] for c in top} if config.verify else {}
     cells = alone + [cell for group in pairs.values() for cell in group]
@@ -82,17 +83,20 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
         verified, selected = verify_pairs(_scores(cells, target, kind="baseline"),
                                           {c: _scores(group, target) for c, group in pairs.items()},
                                           target.metric, config.alpha, config.min_delta, config.correction)
-        more = [c for c, pair in verified["pairs"].items()
-                if pair["state"] == "undecided" and config.max_seeds and pair["n_seeds"] < config.max_seeds]
+        edges = [{"source": c, "target": target.name, **pair} for c, pair in verified["pairs"].items()]
+        more = undecided_cells({"edges": edges}, config.max_seeds) if config.max_seeds else []
         if not more:
             break
-        for c in more:
-            seed = max(cell.seed for cell in pairs[c]) + 1
-            pairs[c].append(pair_cell(pairwise_dir, (target.name, c), seed, lr))
-            if not any(cell.kind == "baseline" and cell.seed == seed for cell in cells):
-                cells.append(baseline_cell(pairwise_dir, target.name, seed, lr))
-            cells.append(pairs[c][-1])
-        echo(f"adaptive seeds: one more seed for the undecided pair(s) {', '.join(more)}")
+        grown = []
+        for kind, names, seed in more:  # pairwise's rule: the target alone and each undecided pair at the next seed
+            if kind == "baseline":
+                if not any(cell.kind == "baseline" and cell.seed == seed for cell in cells):
+                    cells.append(baseline_cell(pairwise_dir, target.name, seed, lr))
+                continue
+            grown.append(next(name for name in names if name != target.name))
+            pairs[grown[-1]].append(pair_cell(pairwise_dir, (target.name, grown[-1]), seed, lr))
+            cells.append(pairs[grown[-1]][-1])
+        echo(f"adaptive seeds: one more seed for the undecided pair(s) {', '.join(grown)}")
     everyone = [c.name for c in candidates]
     sets = {"selected": selected, "all": everyone}
     runs_of = {name: [group_cells(directory / "groups", target.name, members, s, lr, config.group_training)
