@@ -6,7 +6,7 @@ Per target: the predictor's ranking, the verified pairs (dev Δ, 95% interval ov
 verdict), the three arms on test (mean ± sd over seeds; dev beside it) with each arm's optimizer steps, the
 comparisons on test, and the cost of `select` against the full pairwise sweep it replaces (the target alone and
 with every candidate, same seeds), in cell wall seconds. With a data directory, the target's trivial score on
-test (the better of its 200-example training majority and the best constant on test) is added.
+test (the better of its capped training set's majority and the best constant on test) is added.
 """
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ import os
 import statistics
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from mtbio.experiments.select import group_cells
 
 
 def _results(cells_dir: Path) -> list[dict[str, Any]]:
@@ -30,7 +34,7 @@ def _steps(cells_dir: Path) -> int:
     return int(statistics.mean(r["steps"] for r in _results(cells_dir)))
 
 
-def test_trivial(target: str, data_dir: Path, train_examples: int) -> float:
+def test_trivial(target: str, data_dir: Path, train_examples: int | None) -> float:
     """The target's trivial score on test (mtbio.evaluation.trivial), fitted on the capped training set."""
     from mtbio.data.loading import read_split
     from mtbio.evaluation.trivial import trivial_score
@@ -40,13 +44,24 @@ def test_trivial(target: str, data_dir: Path, train_examples: int) -> float:
     return trivial_score(task, read_split(task, "train", data_dir, train_examples), read_split(task, "test", data_dir))
 
 
+def _target_cap(directory: Path, result: dict[str, Any]) -> int | None:
+    """The target's training cap in the study (--task-examples TARGET=N, else --max-train-examples)."""
+    from mtbio.experiments.common import train_examples_of
+    from mtbio.training.config import RunConfig
+
+    alone = directory / "pairwise" / "baselines" / result["target"] / f"seed-{result['seeds'][0]}" / "config.yaml"
+    recorded = yaml.safe_load(alone.read_text())
+    return train_examples_of(RunConfig(task_examples=recorded.get("task_examples") or [],
+                                       max_train_examples=recorded.get("max_train_examples")), result["target"])
+
+
 def cost(directory: Path, result: dict[str, Any]) -> dict[str, float]:
     """Cell wall seconds: select's (prediction, pairs and alone, groups) and the full sweep's (alone + every pair:
     the measured pairs' mean time for the pairs not trained)."""
     pairwise = directory / "pairwise"
     alone = _wall(pairwise / "baselines" / result["target"])
     pairs = {p.name: _wall(p) for p in sorted((pairwise / "pairs").iterdir()) if p.is_dir()}
-    groups = sum(_wall(g) for g in sorted((directory / "groups").iterdir()) if g.is_dir())
+    groups = sum(json.loads(p.read_text())["wall_seconds"] for p in (directory / "groups").rglob("results.json"))
     trained_here = (directory / result["prediction_dir"] / "seed-42").is_dir()  # else read back: not paid again
     prediction = result["prediction_cost"]["wall_seconds"] if trained_here else 0.0
     return {"prediction": prediction, "pairs": alone + sum(pairs.values()), "groups": groups,
@@ -68,9 +83,10 @@ def section(directory: Path, data_dir: Path | None) -> str:
     outcome, dev = result["outcome"], result["outcome_dev"]
     steps = {"alone": _steps(directory / "pairwise" / "baselines" / target)}
     for name, members in (("selected", result["selected"]), ("all", result["candidates"])):
-        group = directory / "groups" / "+".join([target, *members])
+        group = group_cells(directory / "groups", target, members, result["seeds"][0], 0.0)[-1].run_dir.parent
         steps[name] = _steps(group) if members and group.is_dir() else steps["alone"]
-    trivial = f"; trivial score on test {test_trivial(target, data_dir, 200):.3f}" if data_dir else ""
+    trivial = f"; trivial score on test {test_trivial(target, data_dir, _target_cap(directory, result)):.3f}" \
+        if data_dir else ""
     lines += ["", f"Selected: {selected}{trivial}.", "",
               "| arm | test | dev | steps |", "|---|---|---|---:|"]
     for arm in ("alone", "selected", "all"):
