@@ -22,6 +22,7 @@ On a GPU, where dropout is one fused kernel, nothing is swapped.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -70,7 +71,11 @@ class BitDropout(nn.Dropout):
 class LeanDroppedAttention(torch.autograd.Function):
     """dropout(softmax(q·kᵀ + bias)) · v with a given keep mask, saving q, k, v, the bias and the mask:
     the backward pass recomputes each block's probabilities. Matmuls run in q's dtype, softmax in fp32,
-    as under autocast. Returns (batch, heads, queries, head_dim)."""
+    as under autocast. Returns (batch, heads, queries, head_dim).
+
+    A block's scores go to one buffer reused by every block, and the elementwise passes run in place (fp32
+    softmax in place, torch's fused softmax backward, gradients accumulated by `baddbmm_`): a block of 32 MB
+    allocated afresh is a new mapping whose pages fault in on first touch."""
 
     @staticmethod
     def forward(ctx: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None,
@@ -79,10 +84,15 @@ class LeanDroppedAttention(torch.autograd.Function):
         ctx.p, ctx.scale = p, scale
         batch, heads = query.shape[:2]
         keys_t, values = _flat(key).transpose(1, 2), _flat(value)
+        blocks = _blocks(query, key)
+        scores_buffer = _buffer(query, key, blocks, query.dtype)
+        outs = []
         with torch.autocast(query.device.type, enabled=False):
-            out = torch.cat([torch.bmm(_flat(_dropped(query, keys_t, bias, keep, scale, rows)[1]), values)
-                             for rows in _blocks(query, key)], dim=1)
-        return out.mul_(1.0 / (1.0 - p)).view(batch, heads, -1, value.shape[-1])
+            for rows in blocks:
+                probs = _probs(query, keys_t, bias, rows, scale, scores_buffer)
+                dropped = _keep(probs, keep, rows, scores_buffer)
+                outs.append(torch.bmm(_flat(dropped), values))
+        return torch.cat(outs, dim=1).mul_(1.0 / (1.0 - p)).view(batch, heads, -1, value.shape[-1])
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -94,17 +104,23 @@ class LeanDroppedAttention(torch.autograd.Function):
         grad_query = torch.empty_like(query)
         grad_key = torch.zeros(keys.shape, dtype=torch.float32, device=key.device)
         grad_value = torch.zeros(values.shape, dtype=torch.float32, device=value.device)
+        blocks = _blocks(query, key)
+        scores_buffer = _buffer(query, key, blocks, query.dtype)
+        other_buffer = _buffer(query, key, blocks, query.dtype)
         with torch.autocast(query.device.type, enabled=False):
-            for rows in _blocks(query, key):
-                probs, dropped = _dropped(query, keys_t, bias, keep, ctx.scale, rows)
+            for rows in blocks:
+                probs = _probs(query, keys_t, bias, rows, ctx.scale, scores_buffer)
                 grad_rows = _flat(grad_out[:, :, rows])
-                grad_value += torch.bmm(_flat(dropped).transpose(1, 2), grad_rows)
-                grad_probs = torch.bmm(grad_rows, values_t).float().view(probs.shape)
-                grad_probs.mul_(_as_bytes(keep[:, :, rows]))
-                grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
+                _add_product(grad_value, _flat(_keep(probs, keep, rows, other_buffer)).transpose(1, 2), grad_rows)
+                grad_probs = torch.bmm(grad_rows, values_t, out=_view(other_buffer, (grad_rows.shape[0],
+                                                                                     *probs.shape[2:])))
+                grad_probs = grad_probs.view(probs.shape).float().mul_(_as_bytes(keep[:, :, rows]))
+                # probs · (grad - Σ grad · probs), one fused pass per row, written over grad_probs
+                grad_scores = torch.ops.aten._softmax_backward_data.out(grad_probs, probs, -1, torch.float32,
+                                                                        grad_input=grad_probs)
                 grad_scores = _flat(grad_scores.to(query.dtype))
-                grad_query[:, :, rows] = torch.bmm(grad_scores, keys).view_as(grad_query[:, :, rows]) * ctx.scale
-                grad_key += torch.bmm(grad_scores.transpose(1, 2), _flat(query[:, :, rows] * ctx.scale))
+                grad_query[:, :, rows] = torch.bmm(grad_scores, keys).view_as(grad_query[:, :, rows]).mul_(ctx.scale)
+                _add_product(grad_key, grad_scores.transpose(1, 2), _flat(query[:, :, rows]), ctx.scale)
         return (grad_query, grad_key.view(key.shape).to(key.dtype), grad_value.view(value.shape).to(value.dtype),
                 None, None, None, None)
 
@@ -114,6 +130,17 @@ def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
     per_row = query.shape[0] * query.shape[1] * key.shape[2]
     size = max(1, BLOCK_SCORES // per_row)
     return [slice(start, start + size) for start in range(0, query.shape[2], size)]
+
+
+def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[slice], dtype: torch.dtype) -> torch.Tensor:
+    """Flat storage for the largest block's scores."""
+    rows = blocks[0].stop - blocks[0].start
+    return torch.empty(query.shape[0] * query.shape[1] * rows * key.shape[2], dtype=dtype, device=query.device)
+
+
+def _view(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """The first elements of a flat buffer, as a contiguous tensor of `shape`."""
+    return buffer[:math.prod(shape)].view(shape)
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
@@ -128,16 +155,32 @@ def _as_bytes(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8)
 
 
-def _dropped(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | None, keep: torch.Tensor,
-             scale: float, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
-    """One block's probabilities (fp32) and its dropped probabilities (in query's dtype, not yet scaled by
-    1/(1-p)). `keys_t`: the keys as (batch * heads, head_dim, keys)."""
+def _add_product(total: torch.Tensor, left: torch.Tensor, right: torch.Tensor, alpha: float = 1.0) -> None:
+    """total += alpha · left @ right (batched), in place; `total` may be fp32 under bf16 operands."""
+    if total.dtype == left.dtype:
+        total.baddbmm_(left, right, alpha=alpha)
+    else:
+        total.add_(torch.bmm(left, right), alpha=alpha)
+
+
+def _probs(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | None, rows: slice, scale: float,
+           buffer: torch.Tensor) -> torch.Tensor:
+    """One block's probabilities in fp32, as (batch, heads, rows, keys): the scores computed into `buffer`, the
+    softmax in place there when the scores are fp32. `keys_t`: the keys as (batch * heads, head_dim, keys)."""
     block = query[:, :, rows]
-    scores = torch.bmm(_flat(block * scale), keys_t).view(*block.shape[:3], keys_t.shape[-1])
+    scores = torch.bmm(_flat(block * scale), keys_t,
+                       out=_view(buffer, (keys_t.shape[0], block.shape[2], keys_t.shape[-1])))
+    scores = scores.view(*block.shape[:3], keys_t.shape[-1])
     if bias is not None:
-        scores = scores + (bias[:, :, rows] if bias.shape[2] > 1 else bias)
-    probs = torch.softmax(scores.float(), dim=-1)
-    return probs, torch.mul(probs, _as_bytes(keep[:, :, rows])).to(query.dtype)
+        scores.add_(bias[:, :, rows] if bias.shape[2] > 1 else bias)
+    if scores.dtype == torch.float32:
+        return torch.ops.aten._softmax.out(scores, -1, False, out=scores)
+    return torch.softmax(scores, dim=-1, dtype=torch.float32)
+
+
+def _keep(probs: torch.Tensor, keep: torch.Tensor, rows: slice, buffer: torch.Tensor) -> torch.Tensor:
+    """A block's dropped probabilities (not yet scaled by 1/(1-p)) in `buffer`'s dtype, written into it."""
+    return torch.mul(probs, _as_bytes(keep[:, :, rows]), out=_view(buffer, tuple(probs.shape)))
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
