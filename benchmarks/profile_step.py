@@ -65,6 +65,9 @@ class StepProfiler(Listener):
             self.profiler.__exit__(None, None, None)
             self.table = [{"op": e.key, "self_cpu_us": e.self_cpu_time_total, "count": e.count}
                           for e in self.profiler.key_averages()]
+            if not self.verbose_steps:
+                flow.stop = True
+                return
             sys.stdout.flush()  # oneDNN writes its log to file descriptor 1
             self._saved_stdout = os.dup(1)
             with open(self.verbose_file, "w") as log:
@@ -129,7 +132,8 @@ def main() -> None:
         # the single-task baseline's path (`mtbio finetune --encoder`), with the profiler listening
         train_tasks(resolve_tasks(config), config, Path(tmp) / "run", encoder, config.learning_rate(REFINE_LR),
                     "single-task", data_dir_for(config), listeners=[profiler])
-        kernels = onednn_kernels(Path(tmp) / "onednn.log")
+        log = Path(tmp) / "onednn.log"
+        kernels = onednn_kernels(log) if log.exists() else {}  # none with --verbose-steps 0
     total = sum(row["self_cpu_us"] for row in profiler.table)
     groups: dict[str, float] = collections.Counter()
     for row in profiler.table:
