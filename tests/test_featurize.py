@@ -15,8 +15,8 @@ from mtbio.data.featurize import (
     featurize,
     featurize_cached,
     featurize_stats,
-    file_fingerprint,
 )
+from mtbio.data.split_cache import file_fingerprint
 from mtbio.errors import DataFormatError
 from mtbio.tasks.schema import TaskDef
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -352,3 +353,34 @@ def test_conll_docstart_without_id(tmp_path):
     task = make_task(type="tagging", format="conll", columns={}, reader_options={"delimiter": " "}, labels=["X"],
                      tagging_scheme="IOB2", metric="entity_f1")
     assert [(e.tokens, e.group) for e in read_train(task, tmp_path)] == [(["a"], "train-doc1"), (["b", "c"], "train-doc2")]
+
+
+def test_a_split_is_read_once_per_content_of_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second read of a split, its subsets and its size come from the cache (the files are not parsed again);
+    a same-size edit with the old file time, a changed task definition or an unwritable cache reads the files."""
+    from mtbio.data import loading
+
+    parsed = []
+    real = loading._read_files
+    monkeypatch.setattr(loading, "_read_files", lambda task, paths: parsed.append(task.name) or real(task, paths))
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    data = write(tmp_path / "data" / "train.tsv", "".join(f"text {i}\t{'ab'[i % 2]}\n" for i in range(20)))
+    task = make_task()
+    first = read_split(task, "train", tmp_path / "data")
+    assert read_split(task, "train", tmp_path / "data") == first and len(parsed) == 1
+    subset = read_split(task, "train", tmp_path / "data", max_examples=5)
+    assert read_split(task, "train", tmp_path / "data", max_examples=5) == subset and len(parsed) == 2
+    assert [ex.uid for ex in subset] == [ex.uid for ex in loading._subset(first, 5)]
+    assert split_sizes(task, tmp_path / "data") == split_sizes(task, tmp_path / "data") == {"train": 20}
+    assert len(parsed) == 3
+
+    stat = data.stat()
+    data.write_text(data.read_text().replace("text 0\ta", "text 0\tb"))  # same size, then the old time
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert read_split(task, "train", tmp_path / "data")[0].label == "b" and len(parsed) == 4
+    mapped = make_task(label_map={"a": "b"})
+    assert {ex.label for ex in read_split(mapped, "train", tmp_path / "data")} == {"b"} and len(parsed) == 5
+
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(data))  # a file: nothing can be cached, the reads still work
+    assert read_split(task, "train", tmp_path / "data") == read_split(task, "train", tmp_path / "data")
+    assert len(parsed) == 7

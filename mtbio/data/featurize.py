@@ -34,6 +34,7 @@ from tqdm import tqdm
 from mtbio.data.collate import SECOND_TEXT
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
+from mtbio.data.split_cache import default_cache_dir
 from mtbio.errors import DataFormatError
 from mtbio.fileio import WriteError, writing
 from mtbio.logs import bars_enabled
@@ -255,33 +256,12 @@ def lookup(index: dict[str, int], label: Any, ex: Example, task: TaskDef) -> int
 # ------------------------------------------------------------------------------------------- cache
 
 
-def file_fingerprint(paths: Iterable[str | os.PathLike[str]]) -> str:
-    """A short hash of the data files' resolved paths and contents (every file of a directory).
-    Contents, not sizes and times: a same-size fix copied with its old time (`cp -p`) must not reuse
-    stale features. Hashing costs about 13 ms for the largest shipped file (DDI train, 9.2 MB)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(p).resolve() for p in paths):
-        files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
-        for file in files:
-            digest.update(f"{file}\n".encode())
-            with open(file, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()[:16]
-
-
 def examples_fingerprint(examples: Iterable[Example]) -> str:
     """A short hash of what examples hold (for data that is not a file, such as a dataset split)."""
     digest = hashlib.sha256()
     for ex in examples:
         digest.update(json.dumps([ex.uid, ex.label, ex.text, ex.text_b, ex.tokens, ex.group]).encode())
     return digest.hexdigest()[:16]
-
-
-def default_cache_dir() -> Path:
-    """MTBIO_CACHE_DIR, else ~/.cache/mtbio/features."""
-    env = os.environ.get("MTBIO_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "mtbio" / "features"
 
 
 def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fingerprint: str, n_examples: int) -> str:

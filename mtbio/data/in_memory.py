@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from mtbio.data.featurize import default_cache_dir
+from mtbio.data.split_cache import default_cache_dir
 from mtbio.data.readers.hf import label_names
 from mtbio.errors import MtbioError
 from mtbio.fileio import make_dir, write_text, writing

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
 from mtbio.data.example import Example, Label
+from mtbio.data.split_cache import cached, code_fingerprint
 from mtbio.data.readers import READERS
 from mtbio.errors import DataFormatError, MissingDataError, MtbioError
 from mtbio.tasks.loading import is_dataset_split, split_paths
@@ -39,12 +41,20 @@ def read_split(task: TaskDef, split: str, data_dir: Path | str, max_examples: in
     data_dir = Path(data_dir)
     paths = split_paths(task, split, data_dir)
     _require(task, split, paths)
-    examples = _read_files(task, paths)
-    if task.derived_split is not None:
-        examples = [ex for ex in examples if derived_split_of(ex, task.derived_split) == split]
-    if max_examples is not None:
-        examples = _subset(examples, max_examples)
-    return examples
+    if max_examples is not None and max_examples < 0:
+        raise MtbioError(f"max_examples must be >= 0, got {max_examples}")
+
+    def read() -> list[Example]:
+        examples = _read_files(task, paths)
+        if task.derived_split is not None:
+            examples = [ex for ex in examples if derived_split_of(ex, task.derived_split) == split]
+        return examples if max_examples is None else _subset(examples, max_examples)
+
+    if any(is_dataset_split(p) for p in paths):  # a `datasets` split: that library keeps its own cache
+        return read()
+    rows = cached(task.name, _identity(task, split=split, max_examples=max_examples), paths,
+                  lambda: [asdict(ex) for ex in read()])
+    return [Example(**row) for row in rows]
 
 
 def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
@@ -59,7 +69,10 @@ def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
     sizes = {}
     for split in task.has_splits:
         paths = split_paths(task, split, data_dir)
-        if paths and all(p.exists() or is_dataset_split(p) for p in paths):
+        if paths and all(p.exists() for p in paths):
+            sizes[split] = cached(task.name, _identity(task, split=split, count=True), paths,
+                                  lambda: len(_read_files(task, paths)))
+        elif paths and all(p.exists() or is_dataset_split(p) for p in paths):
             sizes[split] = len(_read_files(task, paths))
     return sizes
 
@@ -106,9 +119,13 @@ def _read_files(task: TaskDef, paths: list[Path]) -> list[Example]:
     return examples
 
 
+def _identity(task: TaskDef, **what: object) -> dict[str, object]:
+    """What a cached read depends on besides the files: the task definition, what was read, and the code."""
+    return {"task": task.model_dump(mode="json"), **what,
+            "code": code_fingerprint("mtbio.data.readers", "mtbio.data.loading", "mtbio.data.example")}
+
+
 def _subset(examples: list[Example], n: int) -> list[Example]:
-    if n < 0:
-        raise MtbioError(f"max_examples must be >= 0, got {n}")
     if n >= len(examples):
         return examples
     ranked = sorted(range(len(examples)), key=lambda i: hashlib.sha256(examples[i].uid.encode("utf-8")).digest())

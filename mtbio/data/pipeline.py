@@ -14,7 +14,8 @@ import torch
 
 from mtbio.data.collate import collate
 from mtbio.data.example import Example
-from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, featurize_stats, file_fingerprint
+from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, featurize_stats
+from mtbio.data.split_cache import file_fingerprint
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
