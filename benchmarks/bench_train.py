@@ -356,7 +356,7 @@ def parent(args: argparse.Namespace) -> None:
     precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
     trainer_precisions = [p for p in args.trainer_precisions.split(",") if p != "none"]
     adapters = args.adapters.split(",")
-    peaks = matmul_peaks()
+    peaks = matmul_peaks(args.peak_seconds)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         encoder = materialize_encoder(args.encoder, tmp)
@@ -431,6 +431,8 @@ def main() -> None:
                              "128) instead of --tasks; --max-train-examples sets its size (default 16384).")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--peak-seconds", type=float, default=2.0,
+                        help="How long each matmul peak measurement runs (default: 2).")
     parser.add_argument("--eager-attention", action="store_true",
                         help="Also run mtbio with eager attention at every length (side mtbio+eager).")
     parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "trainer"], help=argparse.SUPPRESS)

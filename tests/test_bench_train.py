@@ -16,7 +16,7 @@ def test_bench_train_compares_mtbio_with_the_trainer_and_lora_with_full_fine_tun
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-ner",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--max-train-examples", "24", "--precisions", "no", "--adapters", "none,lora",
-               "--results-dir", str(tmp_path)]
+               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "mtbio/Trainer ×" in done.stdout and "LoRA/full fp32" in done.stdout
@@ -43,7 +43,7 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-relation",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--max-train-examples", "24", "--precisions", "no", "--pooling", "pooler",
-               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--results-dir", str(tmp_path)]
+               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0.json").read_text())
@@ -57,7 +57,7 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
 def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: str, tmp_path: Path) -> None:
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--fixed-length", "16",
                "--encoder", tiny_encoder, "--max-train-examples", "32", "--batch-size", "4", "--precisions", "no",
-               "--results-dir", str(tmp_path)]
+               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_train-fixed-16-b4.json").read_text())
@@ -74,7 +74,7 @@ def test_profile_step_groups_the_op_time_of_a_real_run(tiny_encoder: str, tmp_pa
     command = [sys.executable, str(ROOT / "benchmarks" / "profile_step.py"), "--tasks", "demo-ner",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--batch-size", "4", "--warm-steps", "2", "--steps", "2", "--verbose-steps", "1",
-               "--results-dir", str(tmp_path)]
+               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     # mtbio's default cache setting (a training run in this test process may have set the variable)
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)

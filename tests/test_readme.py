@@ -94,9 +94,9 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
         if words[1] in ("pairwise", "stilt", "affinity") and "--domain" in words:  # 2 tasks instead of 4 keep the sweep short
             i = words.index("--domain")
             words[i:i + 2] = ["--tasks", "chemprot,ddi"]
-        if words[1] == "transfer" and "--sizes" in words:  # "all" embeds whole training sets for the baselines;
-            i = words.index("--sizes") + 1  # tests/test_transfer.py runs "all" on tiny data
-            words[i] = words[i].replace("all", "100")
+        if words[1] == "transfer" and "--sizes" in words:  # one size ("all" embeds whole training sets for the
+            i = words.index("--sizes") + 1  # baselines; tests/test_transfer.py runs "all" and two sizes on tiny data)
+            words[i] = words[i].split(",")[0]
         if words[1] in TRAINING:
             words += QUICK + (["--seeds", "1"] if "--seeds" in words else [])
             if "--from" not in words:
