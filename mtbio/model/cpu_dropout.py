@@ -85,7 +85,7 @@ class LeanDroppedAttention(torch.autograd.Function):
         batch, heads = query.shape[:2]
         keys_t, values = _flat(key).transpose(1, 2), _flat(value)
         blocks = _blocks(query, key)
-        scores_buffer = _buffer(query, key, blocks, query.dtype)
+        scores_buffer = _buffer(query, key, blocks)
         outs = []
         with torch.autocast(query.device.type, enabled=False):
             for rows in blocks:
@@ -105,8 +105,8 @@ class LeanDroppedAttention(torch.autograd.Function):
         grad_key = torch.zeros(keys.shape, dtype=torch.float32, device=key.device)
         grad_value = torch.zeros(values.shape, dtype=torch.float32, device=value.device)
         blocks = _blocks(query, key)
-        scores_buffer = _buffer(query, key, blocks, query.dtype)
-        other_buffer = _buffer(query, key, blocks, query.dtype)
+        scores_buffer = _buffer(query, key, blocks)
+        other_buffer = _buffer(query, key, blocks)
         with torch.autocast(query.device.type, enabled=False):
             for rows in blocks:
                 probs = _probs(query, keys_t, bias, rows, ctx.scale, scores_buffer)
@@ -132,10 +132,10 @@ def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
     return [slice(start, start + size) for start in range(0, query.shape[2], size)]
 
 
-def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[slice], dtype: torch.dtype) -> torch.Tensor:
-    """Flat storage for the largest block's scores."""
+def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[slice]) -> torch.Tensor:
+    """Flat storage, in query's dtype, for the largest block's scores."""
     rows = blocks[0].stop - blocks[0].start
-    return torch.empty(query.shape[0] * query.shape[1] * rows * key.shape[2], dtype=dtype, device=query.device)
+    return torch.empty(query.shape[0] * query.shape[1] * rows * key.shape[2], dtype=query.dtype, device=query.device)
 
 
 def _view(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
