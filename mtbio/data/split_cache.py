@@ -2,7 +2,7 @@
 
 Reading a split (parsing its files, mapping and checking every label, taking a subset) costs seconds for the
 larger corpora, and every cell of a sweep, every `tasks list` and every predictor reads the same splits again.
-`cached(identity, paths, compute)` returns what `compute()` returned for the same identity and the same file
+`cached(name, identity, paths, compute)` returns what `compute()` returned for the same identity and the same file
 contents, saved as JSON under MTBIO_CACHE_DIR/examples; the identity names the task definition, the split and
 the subset, and the source of the code that reads them (so a changed reader never serves stale examples).
 A cache that cannot be written costs time, not the run.
@@ -62,7 +62,7 @@ def cached(name: str, identity: dict[str, Any], paths: list[Path], compute: Call
     target = default_cache_dir() / "examples" / f"{name}-{key.hexdigest()[:24]}.json"
     try:
         return json.loads(target.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not cached yet, or no cache directory can exist there
         pass
     except (OSError, ValueError) as error:
         log.warning("ignoring unreadable cache entry %s (%s)", target, error)
