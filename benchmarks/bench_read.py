@@ -62,9 +62,10 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "read.json").write_text(json.dumps(result, indent=2) + "\n")
     slowest = max(result["tasks"].items(), key=lambda kv: kv[1]["parsed_seconds"])
-    print(f"read {result['total_examples']} examples of {len(result['tasks'])} tasks in {result['total_seconds']:.1f} s "
-          f"parsed, {result['total_cached_seconds']:.1f} s cached (×{result['cached_speedup']}; slowest: {slowest[0]} "
-          f"{slowest[1]['parsed_seconds']:.1f} s; skipped {len(result['skipped'])} without data) -> {RESULTS / 'read.json'}")
+    print(f"read {result['total_examples']} examples of {len(result['tasks'])} tasks in "
+          f"{result['total_seconds']:.1f} s parsed, {result['total_cached_seconds']:.1f} s cached "
+          f"(×{result['cached_speedup']}; slowest: {slowest[0]} {slowest[1]['parsed_seconds']:.1f} s; "
+          f"skipped {len(result['skipped'])} without data) -> {RESULTS / 'read.json'}")
 
 
 if __name__ == "__main__":

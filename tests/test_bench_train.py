@@ -43,7 +43,8 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-relation",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--max-train-examples", "24", "--precisions", "no", "--pooling", "pooler",
-               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
+               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--results-dir", str(tmp_path),
+               "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0.json").read_text())
