@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from mtbio.data.example import Example, Label
 from mtbio.data.split_cache import cached, code_fingerprint
@@ -50,10 +51,7 @@ def read_split(task: TaskDef, split: str, data_dir: Path | str, max_examples: in
             examples = [ex for ex in examples if derived_split_of(ex, task.derived_split) == split]
         return examples if max_examples is None else _subset(examples, max_examples)
 
-    if any(is_dataset_split(p) for p in paths):  # a `datasets` split: that library keeps its own cache
-        return read()
-    rows = cached(task.name, _identity(task, split=split, max_examples=max_examples), paths,
-                  lambda: [asdict(ex) for ex in read()])
+    rows = _cached(task, paths, lambda: [asdict(ex) for ex in read()], split=split, max_examples=max_examples)
     return [Example(**row) for row in rows]
 
 
@@ -64,16 +62,15 @@ def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
         paths = split_paths(task, "train", data_dir)
         if not paths or any(not p.exists() and not is_dataset_split(p) for p in paths):
             return {}
-        counts = Counter(derived_split_of(ex, task.derived_split) for ex in _read_files(task, paths))
+        rule = task.derived_split
+        counts = _cached(task, paths, lambda: Counter(derived_split_of(ex, rule) for ex in _read_files(task, paths)),
+                         count="derived")
         return {s: counts.get(s, 0) for s in SPLITS}
     sizes = {}
     for split in task.has_splits:
         paths = split_paths(task, split, data_dir)
-        if paths and all(p.exists() for p in paths):
-            sizes[split] = cached(task.name, _identity(task, split=split, count=True), paths,
-                                  lambda: len(_read_files(task, paths)))
-        elif paths and all(p.exists() or is_dataset_split(p) for p in paths):
-            sizes[split] = len(_read_files(task, paths))
+        if paths and all(p.exists() or is_dataset_split(p) for p in paths):
+            sizes[split] = _cached(task, paths, lambda: len(_read_files(task, paths)), split=split, count=True)
     return sizes
 
 
@@ -119,10 +116,14 @@ def _read_files(task: TaskDef, paths: list[Path]) -> list[Example]:
     return examples
 
 
-def _identity(task: TaskDef, **what: object) -> dict[str, object]:
-    """What a cached read depends on besides the files: the task definition, what was read, and the code."""
-    return {"task": task.model_dump(mode="json"), **what,
-            "code": code_fingerprint("mtbio.data.readers", "mtbio.data.loading", "mtbio.data.example")}
+def _cached(task: TaskDef, paths: list[Path], compute: Callable[[], Any], **what: object) -> Any:
+    """`compute()` through the read cache, keyed by the files, the task definition, `what` was read and the code;
+    uncached when a path is a `datasets` split (that library keeps its own cache)."""
+    if any(is_dataset_split(p) for p in paths):
+        return compute()
+    identity = {"task": task.model_dump(mode="json"), **what,
+                "code": code_fingerprint("mtbio.data.readers", "mtbio.data.loading", "mtbio.data.example")}
+    return cached(task.name, identity, paths, compute)
 
 
 def _subset(examples: list[Example], n: int) -> list[Example]:
