@@ -10,6 +10,15 @@ score, so that settings can be checked to train the same models.
 
     python benchmarks/bench_sweep.py --data-dir ../shared/data --parallel 1,2,3
 
+Before and after a change, back to back: `--baseline-python` names the interpreter of an environment where the
+older mtbio is installed (a clone at the older commit, `pip install -e`); its sweep runs first, at
+`--baseline-parallel` processes. An older mtbio may not record a cell's cost, so both sides are also compared by
+the command's wall time: the same cells' useful FLOPs (counted by this code's run) over the command's wall time
+× the peak. The largest difference between the two sides' dev scores, over every cell and metric, is recorded.
+
+    python benchmarks/bench_sweep.py --data-dir ../shared/data --parallel auto \
+        --baseline-python ../before/venv/bin/python --baseline-parallel 3 --name before-after
+
 Writes benchmarks/results/bench_sweep[-NAME].json with the machine description. Run it on a quiet machine.
 """
 from __future__ import annotations
@@ -32,9 +41,28 @@ from mtbio.experiments.sweep import cell_results, read_cells  # noqa: E402
 from mtbio.experiments.sweep_status import sweep_cost  # noqa: E402
 
 
-def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdir: Path) -> dict[str, Any]:
-    output = workdir / f"parallel-{parallel}"
-    command = [sys.executable, "-m", "mtbio", "-q", "pairwise", "--data-dir", str(args.data_dir), "--recipe",
+def code_of(python: str) -> dict[str, str]:
+    """Where an interpreter's mtbio lives and, from git, at which commit."""
+    where = subprocess.run([python, "-c", "import mtbio, pathlib; print(pathlib.Path(mtbio.__file__).parent)"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"python": python, "mtbio": where, "commit": commit or "unknown"}
+
+
+def largest_dev_difference(one: dict[str, Any], other: dict[str, Any]) -> float:
+    """The largest absolute difference of a dev score between two runs' cells, over the cells and metrics both have."""
+    differences = [abs(float(one[cell][task][metric]) - float(other[cell][task][metric]))
+                   for cell in one.keys() & other.keys() for task in one[cell].keys() & other[cell].keys()
+                   for metric in one[cell][task].keys() & other[cell][task].keys()]
+    return max(differences, default=float("nan"))
+
+
+def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdir: Path,
+        python: str = sys.executable) -> dict[str, Any]:
+    """One sweep at `--parallel parallel` with `python`'s mtbio; its cost as this code reads it (if the cells
+    recorded one) and each cell's dev scores."""
+    output = workdir / f"{'baseline' if python != sys.executable else 'current'}-parallel-{parallel}"
+    command = [python, "-m", "mtbio", "-q", "pairwise", "--data-dir", str(args.data_dir), "--recipe",
                args.recipe, "--max-train-examples", str(args.max_train_examples), "--eval-every", str(10 ** 9),
                "--seeds", "1", "--parallel", str(parallel), "--output", str(output),
                *(["--tasks", args.tasks] if args.tasks else ["--domain", args.domain]),
@@ -42,17 +70,23 @@ def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdi
                *(["--mixed-precision", args.mixed_precision] if args.mixed_precision else []), *args.extra]
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True,
-                          env=dict(os.environ, MTBIO_CACHE_DIR=str(workdir / f"cache-{parallel}")))
+                          env=dict(os.environ, MTBIO_CACHE_DIR=str(output.with_name(output.name + "-cache"))))
     wall = time.time() - started
     if done.returncode != 0:
         raise SystemExit(f"--parallel {parallel}: the sweep failed\n{done.stderr[-3000:]}")
     cells = read_cells(output)
-    cost = sweep_cost(cells, peak=lambda precision: peaks[precision])
-    assert cost is not None
+    cost = sweep_cost(cells, peak=lambda precision: peaks[precision]) or {}
     dev = {cell.run_dir.relative_to(output).as_posix(): cell_results(cell)["dev"] for cell in cells}
-    layout = local_layout(parallel if parallel == "auto" else int(parallel), len(cells))
-    return {"parallel": parallel, "processes": layout.processes, "threads_each": layout.threads,
-            "command_wall_seconds": wall, **cost, "dev": dev}
+    entry: dict[str, Any] = {"parallel": parallel, "code": code_of(python), "command_wall_seconds": wall}
+    if python == sys.executable:  # this code's layout; an older mtbio's --parallel may have meant another
+        layout = local_layout(parallel if parallel == "auto" else int(parallel), len(cells))
+        entry.update(processes=layout.processes, threads_each=layout.threads)
+    return {**entry, **cost, "dev": dev}
+
+
+def by_command_wall(entry: dict[str, Any], flops: float, peak: float) -> None:
+    """The run's efficiency over the command's whole wall time, from the useful FLOPs of the same cells."""
+    entry["command_efficiency"] = flops / (entry["command_wall_seconds"] * peak)
 
 
 def main() -> None:
@@ -67,6 +101,9 @@ def main() -> None:
     parser.add_argument("--mixed-precision", help="default: bf16 where the CPU has it, else no")
     parser.add_argument("--parallel", default="auto", help="comma-separated --parallel settings (N or auto), each a "
                         "sweep")
+    parser.add_argument("--baseline-python", help="the interpreter of an older mtbio, whose sweep runs first")
+    parser.add_argument("--baseline-parallel", default="3", help="the baseline sweep's --parallel (default 3: "
+                        "three cells at a time, how the committed studies ran before --parallel auto)")
     parser.add_argument("--name", default="", help="suffix of the result file (before/after tags)")
     parser.add_argument("--results-dir", type=Path)
     parser.add_argument("extra", nargs="*", help="further pairwise options, after --")
@@ -80,13 +117,30 @@ def main() -> None:
                               "mixed_precision": args.mixed_precision, "recipe": args.recipe, "runs": []}
     name = "bench_sweep" + (f"-{args.name}" if args.name else "")
     with tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_python:
+            result["baseline"] = run(args.baseline_parallel, args, peaks, Path(tmp), args.baseline_python)
+            result["baseline"]["matmul_peak_after"] = matmul_peaks()
+            print(f"baseline --parallel {args.baseline_parallel}: {result['baseline']['command_wall_seconds']:.0f} s "
+                  f"command wall", flush=True)
+            write_result(name, result, args.results_dir)
         for parallel in args.parallel.split(","):
             entry = run(parallel, args, peaks, Path(tmp))
             entry["matmul_peak_after"] = matmul_peaks()  # a shared machine's peak drifts: the spread, recorded
+            peak = entry["peak_flops_per_second"]
+            by_command_wall(entry, entry["useful_flops"], peak)
             result["runs"].append(entry)
-            print(f"--parallel {parallel}: {entry['wall_seconds']:.0f} s wall, efficiency {entry['efficiency']:.1%}, "
+            print(f"--parallel {parallel}: {entry['wall_seconds']:.0f} s wall, efficiency {entry['efficiency']:.1%} "
+                  f"({entry['command_efficiency']:.1%} over the command's {entry['command_wall_seconds']:.0f} s), "
                   f"cell time {', '.join(f'{k} {v:.0f} s' for k, v in entry['phase_seconds'].items())}, idle "
                   f"{entry['idle_slot_seconds']:.0f} s, peak {entry['peak_rss_mb']:.0f} MB", flush=True)
+            if "baseline" in result:
+                baseline = result["baseline"]
+                by_command_wall(baseline, entry["useful_flops"], peak)  # the same cells: this run's count
+                entry["speedup_over_baseline"] = baseline["command_wall_seconds"] / entry["command_wall_seconds"]
+                entry["largest_dev_difference_from_baseline"] = largest_dev_difference(entry["dev"], baseline["dev"])
+                print(f"  against the baseline: {baseline['command_efficiency']:.1%} -> "
+                      f"{entry['command_efficiency']:.1%} of the machine, x{entry['speedup_over_baseline']:.2f} wall, "
+                      f"largest dev difference {entry['largest_dev_difference_from_baseline']:.4f}", flush=True)
             write_result(name, result, args.results_dir)
 
 

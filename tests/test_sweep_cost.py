@@ -40,6 +40,8 @@ def test_efficiency_breakdown_and_idle_slots_against_hand_counts(tmp_path: Path)
 
 def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_encoder: str,
                                                        keyword_tasks: tuple[str, str]) -> None:
+    """With a baseline interpreter (here this one, so the same code), the baseline sweep runs first and both are
+    compared over the command's wall time; the same code and seed train the same models."""
     import subprocess
     import sys
 
@@ -49,7 +51,8 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_sweep.py"), "--tasks", "kw-few,kw-all",
                            "--task-defs", defs, "--data-dir", data, "--encoder", micro_encoder, "--recipe", "mt-bert",
-                           "--mixed-precision", "no", "--parallel", "1", "--results-dir", str(tmp_path), "--",
+                           "--mixed-precision", "no", "--parallel", "1", "--results-dir", str(tmp_path),
+                           "--baseline-python", sys.executable, "--baseline-parallel", "1", "--",
                            "--epochs", "1", "--batch-size", "8"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_sweep.json").read_text())
@@ -59,3 +62,10 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     assert run["matmul_peak_after"]["fp32"] > 1e8
     assert set(run["dev"]) == {"baselines/kw-few/seed-42", "baselines/kw-all/seed-42", "pairs/kw-few+kw-all/seed-42"}
     assert result["machine"]["cores"] >= 1 and result["matmul_peak_flops_per_second"]["fp32"] > 1e8
+    baseline = result["baseline"]
+    assert baseline["parallel"] == "1" and baseline["code"]["mtbio"] == str(root / "mtbio")
+    assert set(baseline["dev"]) == set(run["dev"]) and run["largest_dev_difference_from_baseline"] == 0.0
+    assert run["speedup_over_baseline"] == pytest.approx(baseline["command_wall_seconds"] / run["command_wall_seconds"])
+    for side in (baseline, run):  # the same cells' FLOPs over each command's wall time
+        assert side["command_efficiency"] == pytest.approx(
+            run["useful_flops"] / (side["command_wall_seconds"] * run["peak_flops_per_second"]))
