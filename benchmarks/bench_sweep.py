@@ -41,10 +41,10 @@ from mtbio.experiments.sweep import cell_results, read_cells  # noqa: E402
 from mtbio.experiments.sweep_status import sweep_cost  # noqa: E402
 
 
-def code_of(python: str) -> dict[str, str]:
+def code_of(python: str, workdir: Path) -> dict[str, str]:
     """Where an interpreter's mtbio lives and, from git, at which commit."""
     where = subprocess.run([python, "-c", "import mtbio, pathlib; print(pathlib.Path(mtbio.__file__).parent)"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+                           capture_output=True, text=True, check=True, cwd=workdir).stdout.strip()
     commit = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"python": python, "mtbio": where, "commit": commit or "unknown"}
 
@@ -58,18 +58,23 @@ def largest_dev_difference(one: dict[str, Any], other: dict[str, Any]) -> float:
 
 
 def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdir: Path,
-        python: str = sys.executable) -> dict[str, Any]:
-    """One sweep at `--parallel parallel` with `python`'s mtbio; its cost as this code reads it (if the cells
-    recorded one) and each cell's dev scores."""
-    output = workdir / f"{'baseline' if python != sys.executable else 'current'}-parallel-{parallel}"
-    command = [python, "-m", "mtbio", "-q", "pairwise", "--data-dir", str(args.data_dir), "--recipe",
+        baseline: str | None = None) -> dict[str, Any]:
+    """One sweep at `--parallel parallel` with this code or the `baseline` interpreter's mtbio; its cost as this
+    code reads it (if the cells recorded one) and each cell's dev scores."""
+    python = baseline or sys.executable
+    output = workdir / f"{'baseline' if baseline else 'current'}-parallel-{parallel}"
+    # run in `workdir`, paths absolute: `python -m` puts the working directory first on the module path, which
+    # would put a checkout there before the interpreter's own mtbio
+    command = [python, "-m", "mtbio", "-q", "pairwise", "--data-dir", str(args.data_dir.resolve()), "--recipe",
                args.recipe, "--max-train-examples", str(args.max_train_examples), "--eval-every", str(10 ** 9),
                "--seeds", "1", "--parallel", str(parallel), "--output", str(output),
                *(["--tasks", args.tasks] if args.tasks else ["--domain", args.domain]),
-               *[f"--task-defs={d}" for d in args.task_defs], *(["--encoder", args.encoder] if args.encoder else []),
+               *[f"--task-defs={Path(d).resolve()}" for d in args.task_defs],
+               *(["--encoder", str(Path(args.encoder).resolve()) if Path(args.encoder).exists() else args.encoder]
+                 if args.encoder else []),
                *(["--mixed-precision", args.mixed_precision] if args.mixed_precision else []), *args.extra]
     started = time.time()
-    done = subprocess.run(command, capture_output=True, text=True,
+    done = subprocess.run(command, capture_output=True, text=True, cwd=workdir,
                           env=dict(os.environ, MTBIO_CACHE_DIR=str(output.with_name(output.name + "-cache"))))
     wall = time.time() - started
     if done.returncode != 0:
@@ -77,8 +82,8 @@ def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdi
     cells = read_cells(output)
     cost = sweep_cost(cells, peak=lambda precision: peaks[precision]) or {}
     dev = {cell.run_dir.relative_to(output).as_posix(): cell_results(cell)["dev"] for cell in cells}
-    entry: dict[str, Any] = {"parallel": parallel, "code": code_of(python), "command_wall_seconds": wall}
-    if python == sys.executable:  # this code's layout; an older mtbio's --parallel may have meant another
+    entry: dict[str, Any] = {"parallel": parallel, "code": code_of(python, workdir), "command_wall_seconds": wall}
+    if not baseline:  # this code's layout; an older mtbio's --parallel may have meant another
         layout = local_layout(parallel if parallel == "auto" else int(parallel), len(cells))
         entry.update(processes=layout.processes, threads_each=layout.threads)
     return {**entry, **cost, "dev": dev}
