@@ -28,6 +28,13 @@ pass at every length (side `mtbio+eager-<precision>`, mtbio before the lean path
     python benchmarks/bench_train.py --fixed-length 512 --max-train-examples 256 --eager-attention \
         --precisions no,bf16 --trainer-precisions no,bf16
 
+With `--activation-checkpointing N` each mtbio precision also runs with every Nth encoder layer recomputed in the
+backward pass (side `mtbio+recompute-<precision>`, mtbio's `--activation-checkpointing N`): its speed and peak
+memory against the same precision without,
+
+    python benchmarks/bench_train.py --fixed-length 512 --max-train-examples 256 --activation-checkpointing 1 \
+        --precisions no --trainer-precisions no
+
 Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
 """
 from __future__ import annotations
@@ -235,8 +242,10 @@ def child(args: argparse.Namespace) -> None:
             result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
                                  args.max_train_examples, args.seed, hyperparameters(args))
         else:
+            options = {**batching(args), **({"activation_checkpointing": args.activation_checkpointing}
+                                             if args.side == "mtbio+recompute" else {})}
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                               args.max_train_examples, args.task_defs, args.seed, args.pooling, batching(args),
+                               args.max_train_examples, args.task_defs, args.seed, args.pooling, options,
                                hyperparameters(args), "lora" if args.side == "mtbio+lora" else "none")
     result["peak_memory_mb"] = peak_memory_mb()
     Path(args.child_output).write_text(json.dumps(result))
@@ -250,6 +259,8 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
                "--pooling", args.pooling, "--batch-size", str(args.batch_size),
                "--max-length", str(args.max_length)]
+    if side == "mtbio+recompute":
+        command += ["--activation-checkpointing", str(args.activation_checkpointing)]
     for key, value in batching(args).items():
         flag = f"--{key.replace('_', '-')}"
         command += [flag if value else f"--no-{flag[2:]}"] if isinstance(value, bool) else [flag, str(value)]
@@ -333,6 +344,16 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             "peak_memory_ratio": side["peak_memory_mb"] / eager["peak_memory_mb"]}
         parts.append(f"lean/eager attention {name} ×{result[f'lean_vs_eager_{name}']['speedup']:.2f} speed, "
                      f"×{result[f'lean_vs_eager_{name}']['peak_memory_ratio']:.2f} memory")
+    for key, side in sides.items():  # recomputed layers against kept activations in the same precision
+        kept = sides.get(key.replace("mtbio+recompute-", "mtbio-"))
+        if not (key.startswith("mtbio+recompute-") and kept):
+            continue
+        name = precision_name(key.split("-", 1)[1])
+        result[f"recompute_vs_kept_{name}"] = {
+            "speedup": side["train_examples_per_second"] / kept["train_examples_per_second"],
+            "peak_memory_ratio": side["peak_memory_mb"] / kept["peak_memory_mb"]}
+        parts.append(f"recomputed/kept activations {name} ×{result[f'recompute_vs_kept_{name}']['speedup']:.2f} "
+                     f"speed, ×{result[f'recompute_vs_kept_{name}']['peak_memory_ratio']:.2f} memory")
     for key, side in sides.items():  # LoRA against full fine-tuning in the same precision
         full = sides.get(key.replace("mtbio+lora-", "mtbio-"))
         if not (key.startswith("mtbio+lora-") and full):
@@ -382,11 +403,13 @@ def parent(args: argparse.Namespace) -> None:
                 f"-{BATCHING[key]}{int(value)}" for key, value in batching(args).items())
             stem += (f"-b{args.batch_size}" if args.batch_size != HYPER["batch_size"] else "") + (
                 f"-len{args.max_length}" if args.max_length != HYPER["max_length"] and not args.fixed_length else "")
-            stem += ("-lora" if "lora" in adapters else "") + ("-eager" if args.eager_attention else "") + device_tag()
+            stem += ("-lora" if "lora" in adapters else "") + ("-eager" if args.eager_attention else "") + (
+                f"-ac{args.activation_checkpointing}" if args.activation_checkpointing else "") + device_tag()
             order = [*(("mtbio", p) for p in precisions if p == "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no"),
                      *(("mtbio+lora", p) for p in precisions if "lora" in adapters),
-                     *(("mtbio+eager", p) for p in precisions if args.eager_attention)]
+                     *(("mtbio+eager", p) for p in precisions if args.eager_attention),
+                     *(("mtbio+recompute", p) for p in precisions if args.activation_checkpointing)]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
             for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
                 for side, precision in order:
@@ -435,7 +458,11 @@ def main() -> None:
                         help="How long each matmul peak measurement runs (default: 2).")
     parser.add_argument("--eager-attention", action="store_true",
                         help="Also run mtbio with eager attention at every length (side mtbio+eager).")
-    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "trainer"], help=argparse.SUPPRESS)
+    parser.add_argument("--activation-checkpointing", type=int, default=0, metavar="N",
+                        help="Also run mtbio with every Nth encoder layer recomputed in the backward pass (side "
+                             "mtbio+recompute); tags the result file -ac<N>.")
+    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "mtbio+recompute", "trainer"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=FIRST_SEED, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)

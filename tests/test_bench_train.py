@@ -56,19 +56,25 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
 
 
 def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: str, tmp_path: Path) -> None:
+    """Steady throughput after the warm-up step; with --activation-checkpointing, mtbio also runs with its layers
+    recomputed, which trains the same model (same dev score), and the ratios against kept activations."""
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--fixed-length", "16",
                "--encoder", tiny_encoder, "--max-train-examples", "32", "--batch-size", "4", "--precisions", "no",
-               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
+               "--results-dir", str(tmp_path), "--peak-seconds", "0.2", "--activation-checkpointing", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp_path / "bench_train-fixed-16-b4.json").read_text())
-    assert result["hyperparameters"]["batch_size"] == 4 and set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    result = json.loads((tmp_path / "bench_train-fixed-16-b4-ac1.json").read_text())
+    assert result["hyperparameters"]["batch_size"] == 4
+    assert set(result["sides"]) == {"mtbio-no", "trainer-no", "mtbio+recompute-no"}
     trainer_run = result["sides"]["trainer-no"]["runs"][0]
     assert trainer_run["mean_train_length"] == 16 and trainer_run["train_examples"] == 32  # every text fills 16
     for side in result["sides"].values():  # 8 steps: the first is warm-up, the other 7 are timed as steady
         assert side["runs"][0]["steady_after_steps"] == 1
         assert side["steady_train_examples_per_second"] > 0 and 0 < side["steady_fraction_of_peak"] < 1
     assert 0 < result["sides"]["mtbio-no"]["dev_mean"] <= 1  # accuracy on the synthetic dev set
+    assert result["sides"]["mtbio+recompute-no"]["dev_mean"] == result["sides"]["mtbio-no"]["dev_mean"]
+    ratios = result["recompute_vs_kept_fp32"]
+    assert ratios["speedup"] > 0 and ratios["peak_memory_ratio"] > 0
 
 
 def test_profile_step_groups_the_op_time_of_a_real_run(tiny_encoder: str, tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ import torch
 from safetensors.torch import load_file
 
 from mtbio.data.pipeline import SplitData
+from mtbio.errors import MtbioError
 from mtbio.experiments.refine import refine
+from mtbio.model.encoder import checkpoint_layers
 from mtbio.training.config import RunConfig
 
 # a token-mean loss (tagging, packed by default) beside an example-mean loss (never packed)
@@ -84,3 +86,33 @@ def test_compiled_encoder_trains_as_the_eager_one(tmp_path: Path, data_dir: Path
     _assert_same_updates(compiled, eager, tiny_encoder_no_dropout, atol=1e-5)  # fused kernels round differently
     assert results["packed_tasks"] == ["chem0"] and results["steady_after_steps"] == 1
     assert results["steady_train_examples_per_second"] > 0
+
+
+def test_activation_checkpointing_gives_the_weights_of_a_plain_run(tmp_path: Path, data_dir: Path, tiny_encoder: str,
+                                                                  task_defs_without_dropout,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropout on: the recomputed forward pass draws the same masks, in eager attention and in the lean path (here
+    from 1 key on), so the updates are the plain run's; each layer's attention ran twice a training step."""
+    from mtbio.model import cpu_dropout
+
+    calls: list[bool] = []
+    attention = cpu_dropout._attention
+
+    def counting(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        calls.append(module.training)
+        return attention(module, *args, **kwargs)
+
+    monkeypatch.setattr(cpu_dropout, "_attention", counting)
+    defs = task_defs_without_dropout(TASKS)
+    for lean_from in (129, 1):
+        monkeypatch.setattr(cpu_dropout, "LEAN_FROM_LENGTH", lean_from)
+        calls.clear()
+        plain, _ = _four_steps(tmp_path, data_dir, tiny_encoder, defs, f"plain-{lean_from}")
+        plain_calls = sum(calls)
+        calls.clear()
+        checkpointed, _ = _four_steps(tmp_path, data_dir, tiny_encoder, defs, f"checkpointed-{lean_from}",
+                                      activation_checkpointing=1)
+        assert plain_calls > 0 and sum(calls) == 2 * plain_calls  # every training forward of a layer recomputed
+        _assert_same_updates(checkpointed, plain, tiny_encoder)
+    with pytest.raises(MtbioError, match="does not support recomputing"):
+        checkpoint_layers(torch.nn.Linear(2, 2))

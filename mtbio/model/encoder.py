@@ -108,6 +108,21 @@ def load_encoder(name: str | None = None, **config_overrides: Any) -> Any:
     return _from_pretrained(AutoModel, resolve_encoder_name(name), **config_overrides)
 
 
+def checkpoint_layers(encoder: Any, every: int = 1) -> None:
+    """Recompute every `every`-th layer of the encoder in the backward pass (torch's non-reentrant checkpointing,
+    which restores the random state, so dropout masks are drawn again the same); MtbioError where it cannot."""
+    if not getattr(encoder, "supports_gradient_checkpointing", False):
+        raise MtbioError(f"--activation-checkpointing: {type(encoder).__name__} does not support recomputing its "
+                         "layers")
+    kwargs = {"use_reentrant": False}
+    if hasattr(encoder, "activation_checkpointing_enable"):  # transformers 5
+        encoder.activation_checkpointing_enable(kwargs, every_n_layers=every)
+    elif every == 1:
+        encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    else:
+        raise MtbioError("--activation-checkpointing above 1 needs transformers 5 or later")
+
+
 def max_input_tokens(encoder: Any) -> int:
     """How many tokens the encoder's absolute position embeddings can take (RoBERTa-style
     embeddings start counting after the padding index)."""

@@ -119,6 +119,10 @@ class RunConfig(BaseModel):
                               "--bucket-window 1.", ge=1)
     compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
                            "takes a minute or more before the first step).", resumable=True)
+    activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
+                                           "and recompute that layer in the backward pass, with the same dropout "
+                                           "masks (1: every layer; 0: off): less memory for long sequences, for up "
+                                           "to a third more compute.", ge=0, resumable=True)
 
     report_to: list[str] = option([], "Experiment trackers that also get the run's config and metrics, through "
                                   "Accelerate: tensorboard, wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, "

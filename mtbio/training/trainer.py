@@ -35,6 +35,7 @@ from mtbio.evaluation.metrics import score_task, selection_score
 from mtbio.fileio import open_for_write
 from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
+from mtbio.model.encoder import checkpoint_layers
 from mtbio.model.inference import bf16_supported, predict_split
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.packing import packing_error, position_offset
@@ -206,6 +207,8 @@ class Trainer:
         packed = packed_tasks(config, model, self.pad_id)
         self._scored = 0
         self.eval_shares: dict[str, list[int]] = {}  # examples each process scored at the last evaluation of a split
+        if config.activation_checkpointing:
+            checkpoint_layers(model.encoder, config.activation_checkpointing)
         if config.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
             model.encoder.compile()
         offset = position_offset(model.encoder)
