@@ -43,7 +43,13 @@ SETTINGS: dict[str, dict[str, str]] = {
     "lean attention from 256 keys": {"MTBIO_LEAN_ATTENTION_FROM": "256"},
     "lean attention from 128 keys": {"MTBIO_LEAN_ATTENTION_FROM": "128"},
     "lean attention never": {"MTBIO_LEAN_ATTENTION_FROM": str(2**31)},
+    # batch widths rounded up to a multiple of 8: fewer distinct matmul shapes, so fewer cached primitives
+    "oneDNN cache 1024 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
+    "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
 }
+# refine options of a setting, beside its environment
+SETTING_OPTIONS: dict[str, list[str]] = {"oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
+                                         "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"]}
 
 
 def anonymous_mb(process: psutil.Process) -> float:
@@ -61,7 +67,7 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     command = [sys.executable, "-m", "mtbio", "-q", "refine", "--tasks", args.tasks, "--max-train-examples",
                str(args.max_train_examples), "--max-steps", str(args.max_steps), "--recipe", "minilm",
                "--output", str(output / "run"),
-               "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9)]
+               "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9), *SETTING_OPTIONS.get(setting, [])]
     if args.data_dir:
         command += ["--data-dir", args.data_dir]
     if args.mixed_precision:
@@ -84,7 +90,7 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
         raise SystemExit(f"{setting}: refine failed\n{stderr[-2000:]}")
     warm = [s for s in samples if s[0] <= 0.2 * wall] or samples[:1]
     after = [s for s in samples if s[0] > 0.2 * wall] or samples[-1:]
-    return {"setting": setting, "env": env_extra, "wall_seconds": wall,
+    return {"setting": setting, "env": env_extra, "options": SETTING_OPTIONS.get(setting, []), "wall_seconds": wall,
             "peak_rss_mb": max(s[1] for s in samples), "peak_anon_mb": max(s[2] for s in samples),
             "rss_end_of_warmup_mb": warm[-1][1], "rss_growth_after_warmup_mb": max(s[1] for s in after) - warm[-1][1],
             "samples": [{"t": round(t, 1), "rss_mb": round(r, 1), "anon_mb": round(a, 1)} for t, r, a in samples]}

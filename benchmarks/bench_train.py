@@ -66,7 +66,7 @@ from mtbio.training.trainer import warm_up_steps  # noqa: E402
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
 FIRST_SEED = 42
 # mtbio batching (and compile) options given on the command line, and their result-file tags
-BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compile": "co"}
+BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compile": "co", "pad_multiple": "pm"}
 
 
 def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
@@ -445,6 +445,8 @@ def main() -> None:
                              "result file -pk0.")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="mtbio --compile (torch.compile the encoder); tags the result file -co1.")
+    parser.add_argument("--pad-multiple", type=int, help="mtbio --pad-multiple (batch widths rounded up to a "
+                        "multiple of N); tags the result file -pm<N>.")
     parser.add_argument("--batch-size", type=int, default=HYPER["batch_size"],
                         help="Train batch size of both sides; other than 32 tags the result file -b<N>.")
     parser.add_argument("--max-length", type=int, default=HYPER["max_length"],

@@ -43,14 +43,14 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--tasks", "demo-relation",
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--max-train-examples", "24", "--precisions", "no", "--pooling", "pooler",
-               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--results-dir", str(tmp_path),
-               "--peak-seconds", "0.2"]
+               "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--pad-multiple", "8",
+               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0.json").read_text())
+    result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0-pm8.json").read_text())
     assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no", "trainer-no"}
     assert result["sides"]["mtbio-no"]["runs"][0]["pooling"] == "pooler"  # the head mtbio really trained
-    expected = {"bucket_window": 1, "sub_batches": 3, "packing": False, "compile": False}
+    expected = {"bucket_window": 1, "sub_batches": 3, "packing": False, "compile": False, "pad_multiple": 8}
     assert result["mtbio_batching"] == result["sides"]["mtbio-no"]["runs"][0]["batching"] == expected
     assert not (tmp_path / "bench_train-demo-relation.json").exists()
 

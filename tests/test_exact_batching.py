@@ -116,3 +116,29 @@ def test_activation_checkpointing_gives_the_weights_of_a_plain_run(tmp_path: Pat
         _assert_same_updates(checkpointed, plain, tiny_encoder)
     with pytest.raises(MtbioError, match="does not support recomputing"):
         checkpoint_layers(torch.nn.Linear(2, 2))
+
+
+def test_padding_to_a_multiple_gives_the_weights_of_unrounded_batches(tmp_path: Path, data_dir: Path,
+                                                                      tiny_encoder_no_dropout: str,
+                                                                      task_defs_without_dropout,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtbio.training.step_engine import StepEngine
+
+    widths: list[int] = []  # of the training batches, bucketed (ddi0) and packed (chem0)
+    original = StepEngine.collate
+
+    def recording(self: StepEngine, *args: Any) -> dict[str, torch.Tensor]:
+        batch = original(self, *args)
+        widths.append(batch["input_ids"].shape[1])
+        return batch
+
+    monkeypatch.setattr(StepEngine, "collate", recording)
+    defs = task_defs_without_dropout(TASKS)
+    plain, _ = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "unrounded", max_length=100)
+    assert any(width % 16 for width in widths)  # the default on a CPU: widths as they come
+    widths.clear()
+    rounded, results = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "rounded", max_length=100,
+                                   pad_multiple=16)
+    assert widths and all(width % 16 == 0 for width in widths)
+    _assert_same_updates(rounded, plain, tiny_encoder_no_dropout)
+    assert results["steps"] == 4

@@ -119,6 +119,11 @@ class RunConfig(BaseModel):
                               "--bucket-window 1.", ge=1)
     compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
                            "takes a minute or more before the first step).", resumable=True)
+    pad_multiple: int | None = option(None, "Round each training batch's width up to a multiple of N: padding "
+                                      "that the attention mask hides, so the same training. Fewer distinct "
+                                      "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
+                                      "primitive cache on a CPU), at the price of padded work.",
+                                      shown="8 on a GPU, else none", ge=1, resumable=True)
     activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
                                            "and recompute that layer in the backward pass, with the same dropout "
                                            "masks (1: every layer; 0: off): less memory for long sequences, for up "
