@@ -66,6 +66,8 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     assert baseline["parallel"] == "1" and baseline["code"]["mtbio"] == str(root / "mtbio")
     assert set(baseline["dev"]) == set(run["dev"]) and run["largest_dev_difference_from_baseline"] == 0.0
     assert run["speedup_over_baseline"] == pytest.approx(baseline["command_wall_seconds"] / run["command_wall_seconds"])
+    measured = [result["matmul_peak_flops_per_second"], baseline["matmul_peak_after"], run["matmul_peak_after"]]
+    assert run["peak_flops_per_second"] == max(m["fp32"] for m in measured)  # the highest peak measured
     for side in (baseline, run):  # the same cells' FLOPs over each command's wall time
         assert side["command_efficiency"] == pytest.approx(
             run["useful_flops"] / (side["command_wall_seconds"] * run["peak_flops_per_second"]))
