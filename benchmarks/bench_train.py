@@ -334,26 +334,19 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             result[f"difference_points_{key}_vs_mtbio-no"] = 100 * (side["dev_mean"] - base["dev_mean"])
             parts.append(f"{key}/mtbio-no ×{result[f'speedup_{key}_over_mtbio-no']:.2f} "
                          f"({result[f'difference_points_{key}_vs_mtbio-no']:+.2f} pts)")
-    for key, side in sides.items():  # the lean attention path against the eager one in the same precision
-        eager = sides.get(key.replace("mtbio-", "mtbio+eager-"))
-        if not (key.startswith("mtbio-") and eager):
-            continue
-        name = precision_name(key.split("-", 1)[1])
-        result[f"lean_vs_eager_{name}"] = {
-            "speedup": side["train_examples_per_second"] / eager["train_examples_per_second"],
-            "peak_memory_ratio": side["peak_memory_mb"] / eager["peak_memory_mb"]}
-        parts.append(f"lean/eager attention {name} ×{result[f'lean_vs_eager_{name}']['speedup']:.2f} speed, "
-                     f"×{result[f'lean_vs_eager_{name}']['peak_memory_ratio']:.2f} memory")
-    for key, side in sides.items():  # recomputed layers against kept activations in the same precision
-        kept = sides.get(key.replace("mtbio+recompute-", "mtbio-"))
-        if not (key.startswith("mtbio+recompute-") and kept):
-            continue
-        name = precision_name(key.split("-", 1)[1])
-        result[f"recompute_vs_kept_{name}"] = {
-            "speedup": side["train_examples_per_second"] / kept["train_examples_per_second"],
-            "peak_memory_ratio": side["peak_memory_mb"] / kept["peak_memory_mb"]}
-        parts.append(f"recomputed/kept activations {name} ×{result[f'recompute_vs_kept_{name}']['speedup']:.2f} "
-                     f"speed, ×{result[f'recompute_vs_kept_{name}']['peak_memory_ratio']:.2f} memory")
+    # variants against their reference side in the same precision: (variant, reference, result key, label)
+    for variant, reference, stem, label in (("mtbio", "mtbio+eager", "lean_vs_eager", "lean/eager attention"),
+                                            ("mtbio+recompute", "mtbio", "recompute_vs_kept",
+                                             "recomputed/kept activations")):
+        for key, side in sides.items():
+            other = sides.get(key.replace(f"{variant}-", f"{reference}-", 1))
+            if not (key.startswith(f"{variant}-") and other):
+                continue
+            name = precision_name(key.split("-", 1)[1])
+            ratios = result[f"{stem}_{name}"] = {
+                "speedup": side["train_examples_per_second"] / other["train_examples_per_second"],
+                "peak_memory_ratio": side["peak_memory_mb"] / other["peak_memory_mb"]}
+            parts.append(f"{label} {name} ×{ratios['speedup']:.2f} speed, ×{ratios['peak_memory_ratio']:.2f} memory")
     for key, side in sides.items():  # LoRA against full fine-tuning in the same precision
         full = sides.get(key.replace("mtbio+lora-", "mtbio-"))
         if not (key.startswith("mtbio+lora-") and full):
