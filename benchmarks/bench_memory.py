@@ -31,13 +31,16 @@ offline_environment()
 JEMALLOC = [Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")]
 SETTINGS: dict[str, dict[str, str]] = {
     # the baseline: oneDNN's own default, a primitive (with its buffers) cached for each of up to 1,024 shapes,
-    # which is what mtbio ran with before it switched the cache off (mtbio/training/host_memory.py)
+    # which is what mtbio ran with before it sized the cache itself (mtbio/training/host_memory.py)
     "oneDNN cache 1024 (before)": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
-    "mtbio default (oneDNN cache off)": {},
+    # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16
+    "mtbio default": {},
+    "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
     # the threshold after each such free, and later big tensors stay in the heap)
-    "cache off + MALLOC_MMAP_THRESHOLD_=8MiB": {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)},
-    "cache off + MALLOC_ARENA_MAX=2": {"MALLOC_ARENA_MAX": "2"},
+    "cache off + MALLOC_MMAP_THRESHOLD_=8MiB": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0",
+                                                "MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)},
+    "cache off + MALLOC_ARENA_MAX=2": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0", "MALLOC_ARENA_MAX": "2"},
     # attention with dropout keeps a one-byte mask instead of three float copies of its scores from N keys
     # (mtbio/model/cpu_dropout.py; mtbio's default: 129)
     "lean attention from 256 keys": {"MTBIO_LEAN_ATTENTION_FROM": "256"},

@@ -46,11 +46,12 @@ def test_numpy_rows_from_a_formatted_dataset() -> None:
     assert batch["input_ids"].shape == (2, 16) and batch["labels"][0].tolist() == [-100] * 16
 
 
-def test_widths_are_rounded_to_eight_on_a_gpu_only() -> None:
+def test_widths_are_rounded_to_eight_on_a_gpu_and_for_bf16_on_a_cpu() -> None:
     from mtbio.data.collate import pad_multiple_for
 
-    assert pad_multiple_for("cpu") is None and pad_multiple_for(torch.device("cpu")) is None
-    assert pad_multiple_for("cuda:0") == 8
+    assert pad_multiple_for("cpu") is None and pad_multiple_for(torch.device("cpu"), "no") is None
+    assert pad_multiple_for("cpu", "bf16") == 8
+    assert pad_multiple_for("cuda:0") == 8 and pad_multiple_for("cuda:0", "no") == 8
 
 
 def test_to_device_keeps_the_values_and_leaves_cpu_batches_alone() -> None:

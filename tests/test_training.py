@@ -452,16 +452,20 @@ def test_task_examples_caps_one_task_beside_the_others() -> None:
         RunConfig(task_examples=["ddi"])
 
 
-def test_training_on_a_cpu_switches_the_onednn_primitive_cache_off_unless_the_environment_sets_it(
+def test_training_on_a_cpu_sizes_the_onednn_primitive_cache_unless_the_environment_sets_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """oneDNN caches buffers per batch shape and the resident memory grows with it (mtbio/training/host_memory.py)."""
+    """oneDNN caches buffers per batch shape and the resident memory grows with it: off in fp32, 256 primitives
+    in bf16, whose CPU matmuls need it (mtbio/training/host_memory.py)."""
     from mtbio.training import trainer
-    from mtbio.training.host_memory import CACHE_VARIABLE
+    from mtbio.training.host_memory import CACHE_VARIABLE, bound_host_memory
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv(CACHE_VARIABLE, raising=False)
     trainer.make_accelerator("no")
     assert os.environ[CACHE_VARIABLE] == "0"
-    monkeypatch.setenv(CACHE_VARIABLE, "256")
-    trainer.make_accelerator("no")
+    monkeypatch.delenv(CACHE_VARIABLE)
+    bound_host_memory("bf16")
     assert os.environ[CACHE_VARIABLE] == "256"
+    monkeypatch.setenv(CACHE_VARIABLE, "1024")
+    trainer.make_accelerator("no")
+    assert os.environ[CACHE_VARIABLE] == "1024"

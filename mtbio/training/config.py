@@ -123,7 +123,7 @@ class RunConfig(BaseModel):
                                       "that the attention mask hides, so the same training. Fewer distinct "
                                       "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
                                       "primitive cache on a CPU), at the price of padded work.",
-                                      shown="8 on a GPU, else none", ge=1, resumable=True)
+                                      shown="8 on a GPU and for bf16 on a CPU, else none", ge=1, resumable=True)
     activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
                                            "and recompute that layer in the backward pass, with the same dropout "
                                            "masks (1: every layer; 0: off): less memory for long sequences, for up "

@@ -61,7 +61,8 @@ class StepEngine:
         self.config = config
         self.accelerator = accelerator
         self.pad_id = pad_id
-        self.pad_multiple = config.pad_multiple or pad_multiple_for(accelerator.device)
+        self.pad_multiple = config.pad_multiple or pad_multiple_for(accelerator.device,
+                                                                  accelerator.mixed_precision)
         self.packed = set(packed)
         self.position_offset = position_offset
         self.loss_units = loss_units(accelerator.unwrap_model(model), data) if config.sub_batches > 1 else {}

@@ -134,7 +134,7 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
     mixed_precision = resolve_mixed_precision(mixed_precision)
     on_gpu = torch.cuda.is_available()
     if not on_gpu:
-        bound_host_memory()
+        bound_host_memory(mixed_precision)
     if mixed_precision == "fp16" and not on_gpu:
         raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
     if mixed_precision == "bf16" and not on_gpu:
