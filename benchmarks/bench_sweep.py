@@ -123,12 +123,14 @@ def main() -> None:
                         "three cells at a time, how the committed studies ran before --parallel auto)")
     parser.add_argument("--name", default="", help="suffix of the result file (before/after tags)")
     parser.add_argument("--results-dir", type=Path)
+    parser.add_argument("--peak-seconds", type=float, default=2.0,
+                        help="how long each matmul peak measurement runs (default: 2)")
     parser.add_argument("extra", nargs="*", help="further pairwise options, after --")
     args = parser.parse_args()
     info = machine()
     if args.mixed_precision is None:
         args.mixed_precision = "bf16" if info["cpu_bf16"] else "no"
-    peaks = matmul_peaks()
+    peaks = matmul_peaks(args.peak_seconds)
     result: dict[str, Any] = {"machine": info, "matmul_peak_flops_per_second": peaks, "domain": args.domain,
                               "tasks": args.tasks, "max_train_examples": args.max_train_examples,
                               "mixed_precision": args.mixed_precision, "recipe": args.recipe,
@@ -137,13 +139,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.baseline_python:
             result["baseline"] = run(args.baseline_parallel, args, peaks, Path(tmp), args.baseline_python)
-            result["baseline"]["matmul_peak_after"] = matmul_peaks()
+            result["baseline"]["matmul_peak_after"] = matmul_peaks(args.peak_seconds)
             print(f"baseline --parallel {args.baseline_parallel}: {result['baseline']['command_wall_seconds']:.0f} s "
                   f"command wall", flush=True)
             write_result(name, result, args.results_dir)
         for parallel in args.parallel.split(","):
             entry = run(parallel, args, peaks, Path(tmp))
-            entry["matmul_peak_after"] = matmul_peaks()  # a shared machine's peak drifts: the spread, recorded
+            # a shared machine's peak drifts: the spread, recorded
+            entry["matmul_peak_after"] = matmul_peaks(args.peak_seconds)
             result["runs"].append(entry)
             against_best_peak(result)
             print(f"--parallel {parallel}: {entry['wall_seconds']:.0f} s wall, efficiency {entry['efficiency']:.1%} "

@@ -29,8 +29,10 @@ def _default_data_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _offline_and_isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test touches the network or the user's caches."""
-    cache = tmp_path_factory.getbasetemp() / "cache"
+    """No test touches the network or the user's caches. The xdist workers of one session share a cache (its
+    entries are written whole or not at all), so each split is parsed and featurized once per session."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
     monkeypatch.setenv("HF_HOME", str(cache / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

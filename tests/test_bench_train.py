@@ -44,11 +44,11 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
                "--data-dir", str(SAMPLES), "--task-defs", str(SAMPLES / "task_defs"), "--encoder", tiny_encoder,
                "--max-train-examples", "24", "--precisions", "no", "--pooling", "pooler",
                "--bucket-window", "1", "--sub-batches", "3", "--no-packing", "--pad-multiple", "8",
-               "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
+               "--trainer-precisions", "none", "--results-dir", str(tmp_path), "--peak-seconds", "0.2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_train-demo-relation-pooler-bw1-sb3-pk0-pm8.json").read_text())
-    assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no", "trainer-no"}
+    assert result["mtbio_pooling"] == "pooler" and set(result["sides"]) == {"mtbio-no"}
     assert result["sides"]["mtbio-no"]["runs"][0]["pooling"] == "pooler"  # the head mtbio really trained
     expected = {"bucket_window": 1, "sub_batches": 3, "packing": False, "compile": False, "pad_multiple": 8}
     assert result["mtbio_batching"] == result["sides"]["mtbio-no"]["runs"][0]["batching"] == expected
@@ -59,7 +59,7 @@ def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: s
     """Steady throughput after the warm-up step; with --activation-checkpointing, mtbio also runs with its layers
     recomputed, which trains the same model (same dev score), and the ratios against kept activations."""
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--fixed-length", "16",
-               "--encoder", tiny_encoder, "--max-train-examples", "32", "--batch-size", "4", "--precisions", "no",
+               "--encoder", tiny_encoder, "--max-train-examples", "16", "--batch-size", "4", "--precisions", "no",
                "--results-dir", str(tmp_path), "--peak-seconds", "0.2", "--activation-checkpointing", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -67,8 +67,8 @@ def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: s
     assert result["hyperparameters"]["batch_size"] == 4
     assert set(result["sides"]) == {"mtbio-no", "trainer-no", "mtbio+recompute-no"}
     trainer_run = result["sides"]["trainer-no"]["runs"][0]
-    assert trainer_run["mean_train_length"] == 16 and trainer_run["train_examples"] == 32  # every text fills 16
-    for side in result["sides"].values():  # 8 steps: the first is warm-up, the other 7 are timed as steady
+    assert trainer_run["mean_train_length"] == 16 and trainer_run["train_examples"] == 16  # every text fills 16
+    for side in result["sides"].values():  # 4 steps: the first is warm-up, the other 3 are timed as steady
         assert side["runs"][0]["steady_after_steps"] == 1
         assert side["steady_train_examples_per_second"] > 0 and 0 < side["steady_fraction_of_peak"] < 1
     assert 0 < result["sides"]["mtbio-no"]["dev_mean"] <= 1  # accuracy on the synthetic dev set

@@ -73,7 +73,12 @@ def test_packed_training_gives_the_weights_of_unpacked_batches(tmp_path: Path, d
 
 
 def test_compiled_encoder_trains_as_the_eager_one(tmp_path: Path, data_dir: Path, tiny_encoder_no_dropout: str,
-                                                  task_defs_without_dropout) -> None:
+                                                  task_defs_without_dropout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile's graph capture and compiled backward as the trainer applies them, with the aot_eager backend:
+    inductor's C++ code generation took a minute on a fresh CI machine, and its kernels are torch's to test."""
+    compile_module = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda self, *args, **kwargs: compile_module(self, *args, backend="aot_eager", **kwargs))
     defs = task_defs_without_dropout(TASKS)
     # 16 tokens: every text is cut to the same width, so every batch has one shape and is compiled once
     eager, _ = _four_steps(tmp_path, data_dir, tiny_encoder_no_dropout, defs, "eager", max_length=16)

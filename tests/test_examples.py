@@ -25,6 +25,7 @@ def _run_script(name: str, cwd: Path, train_args: str, *args: str, **settings: s
     return subprocess.run(["bash", str(REPO / "examples" / name), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.long
 def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """Four variants x two seeds, tables with the trivial score and each remedy's Δ against standard; a
     rerun from the small files alone (a fresh clone) keeps the finished seeds instead of training them again."""
@@ -58,17 +59,21 @@ def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     assert [p.stat().st_mtime_ns for p in results] == stamps and len(results) == 8
 
 
-def test_mtbert_biomedical_and_adapters_scripts_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
-    """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts. Then
-    examples/adapters.sh on its cells (TABLE3) and weights (OUT): the LoRA rows and the merged encoders, the LoRA
-    rate and the merge method chosen on dev, the table. Then a rerun of the Table 3 study on a 'new machine'
-    (weights gone) that trains nothing because every cell's results are kept."""
+def _table3_tiny(tmp_path: Path, tiny_encoder: str) -> tuple[dict[str, str], str, str]:
+    """examples/mtbert_biomedical.sh in tiny mode: three rows x two seeds and the dev table; returns its settings,
+    training options and table."""
     settings = dict(TASKS="demo-relation,demo-ner", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
                     RESULTS=str(tmp_path / "results"), SEEDS="1 2", SPLITS="dev")
     train_args = "--max-steps 2 --max-length 32 --batch-size 8 --max-train-examples 16"
     done = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
     assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "results" / "table-dev.md").read_text()
+    return settings, train_args, (tmp_path / "results" / "table-dev.md").read_text()
+
+
+def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """The Table 3 study: three rows x two seeds, the report with trivial scores and verdicts. Then a rerun on a
+    'new machine' (weights gone) that trains nothing because every cell's results are kept."""
+    settings, train_args, table = _table3_tiny(tmp_path, tiny_encoder)
     assert "| trivial | single-task | mt-refinement | mt-fine-tune | Δ mt-fine-tune − single-task (verdict) |" in table
     assert "demo-relation" in table and "demo-ner" in table and "over 2 seeds" in table
     cells = sorted(str(p.parent.relative_to(tmp_path / "results")) for p in (tmp_path / "results").rglob("results.json"))
@@ -77,25 +82,31 @@ def test_mtbert_biomedical_and_adapters_scripts_in_tiny_mode(tmp_path: Path, tin
                      "single-task/seed-1/demo-ner", "single-task/seed-1/demo-relation",
                      "single-task/seed-2/demo-ner", "single-task/seed-2/demo-relation"]
 
+    shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
+    again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()  # nothing was retrained
+    assert (tmp_path / "results" / "table-dev.md").read_text() == table
+
+
+@pytest.mark.long
+def test_adapters_script_on_the_table3_cells_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """examples/adapters.sh on Table 3's cells (TABLE3) and weights (OUT): the LoRA rows and the merged encoders,
+    the LoRA rate and the merge method chosen on dev, the table; the refined encoder is Table 3's, not a new one."""
+    settings, train_args, _ = _table3_tiny(tmp_path, tiny_encoder)
     refined = tmp_path / "runs" / "refine" / "seed-2" / "results.json"
     trained = refined.stat().st_mtime_ns
     adapters = _run_script("adapters.sh", tmp_path, train_args, **{
         **settings, "SEEDS": "2", "TABLE3": settings["RESULTS"], "RESULTS": str(tmp_path / "adapters"),
         "LORA_LRS": "1e-3", "MERGE_METHODS": "ties average"})
     assert adapters.returncode == 0, adapters.stderr[-2000:]
-    assert refined.stat().st_mtime_ns == trained  # the refined encoder of Table 3's cell, not a new one
+    assert refined.stat().st_mtime_ns == trained
     assert "LoRA learning rate chosen on dev" in adapters.stdout and "merge method chosen on dev" in adapters.stdout
     rows = (tmp_path / "adapters" / "table-dev.md").read_text()
     for row in ("single-task-lora", "mt-fine-tune", "refined-lora", "merged-"):
         assert row in rows, row
     merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
     assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
-
-    shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
-    again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert not (tmp_path / "runs").exists()  # nothing was retrained
-    assert (tmp_path / "results" / "table-dev.md").read_text() == table
 
 
 def test_adapters_script_copies_sharing_a_machine_train_each_cell_once(tmp_path: Path, tiny_encoder: str) -> None:
@@ -159,6 +170,7 @@ def test_pairwise_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     assert "Spearman" in (predicted / "comparison.txt").read_text()
 
 
+@pytest.mark.long
 def test_transfer_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """The plain refine and its L2-SP variant, each target from every start; a rerun trains nothing."""
     out = tmp_path / "transfer_demo"
@@ -216,6 +228,7 @@ def test_select_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
 
 
+@pytest.mark.long
 def test_select_training_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """The target alone, with its partner through the ratio mixer, and fine-tuned from the refined pair: every run
     the same steps, the dev tables (each arm against alone; the arms against each other)."""

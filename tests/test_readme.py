@@ -94,6 +94,9 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
         if words[1] in ("pairwise", "stilt", "affinity") and "--domain" in words:  # 2 tasks instead of 4 keep the sweep short
             i = words.index("--domain")
             words[i:i + 2] = ["--tasks", "chemprot,ddi"]
+        if words[1] == "select" and "--candidates" in words:  # the group with every candidate reads and trains
+            i = words.index("--candidates") + 1  # them all: three of the domain's candidates keep it short
+            words[i] = "chemprot,bc5cdr-chem,bc5cdr-disease" if words[i] == "biomedical" else words[i]
         if words[1] == "transfer" and "--sizes" in words:  # one size ("all" embeds whole training sets for the
             i = words.index("--sizes") + 1  # baselines; tests/test_transfer.py runs "all" and two sizes on tiny data)
             words[i] = words[i].split(",")[0]

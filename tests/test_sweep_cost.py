@@ -52,7 +52,7 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_sweep.py"), "--tasks", "kw-few,kw-all",
                            "--task-defs", defs, "--data-dir", data, "--encoder", micro_encoder, "--recipe", "mt-bert",
                            "--mixed-precision", "no", "--parallel", "1", "--results-dir", str(tmp_path),
-                           "--baseline-python", sys.executable, "--baseline-parallel", "1", "--",
+                           "--baseline-python", sys.executable, "--baseline-parallel", "1", "--peak-seconds", "0.2", "--",
                            "--epochs", "1", "--batch-size", "8"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "bench_sweep.json").read_text())
