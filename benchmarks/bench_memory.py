@@ -49,13 +49,10 @@ SETTINGS: dict[str, dict[str, str]] = {
     # batch widths rounded up to a multiple of 8: fewer distinct matmul shapes, so fewer cached primitives
     "oneDNN cache 1024 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
-    # no forward and backward of each task's widest batch before the first step (mtbio's --memory-warmup)
-    "no memory warm-up": {},
 }
 # refine options of a setting, beside its environment
 SETTING_OPTIONS: dict[str, list[str]] = {"oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
-                                         "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"],
-                                         "no memory warm-up": ["--no-memory-warmup"]}
+                                         "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"]}
 
 
 def anonymous_mb(process: psutil.Process) -> float:

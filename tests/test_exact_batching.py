@@ -1,6 +1,6 @@
 """Options that must not change training: a batch run as length-sorted parts (--sub-batches), as
-packed rows (--packing) or through a compiled encoder (--compile), and the memory warm-up before the first
-step (--memory-warmup), end with the weights of the whole, unpacked batch in eager mode."""
+packed rows (--packing) or through a compiled encoder (--compile) ends with the weights of the
+whole, unpacked batch in eager mode."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -147,29 +147,3 @@ def test_padding_to_a_multiple_gives_the_weights_of_unrounded_batches(tmp_path: 
     assert widths and all(width % 16 == 0 for width in widths)
     _assert_same_updates(rounded, plain, tiny_encoder_no_dropout)
     assert results["steps"] == 4
-
-
-def test_the_memory_warmup_runs_each_tasks_widest_batch_first_and_trains_the_same_weights(
-        tmp_path: Path, data_dir: Path, tiny_encoder: str, task_defs_without_dropout,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dropout on in the encoder: the warm-up's forward passes draw masks from a forked random state, so the run's
-    own draws, and so its updates, are those of a run without it."""
-    from mtbio.training.step_engine import StepEngine
-
-    defs = task_defs_without_dropout(TASKS)
-    plain, _ = _four_steps(tmp_path, data_dir, tiny_encoder, defs, "plain", memory_warmup=False)
-    widths: list[tuple[str, int]] = []
-    collate = StepEngine.collate
-
-    def recording(self: StepEngine, task: str, part: Any, chunk: list[int]) -> dict[str, torch.Tensor]:
-        batch = collate(self, task, part, chunk)
-        widths.append((task, int(batch["input_ids"].shape[-1])))
-        return batch
-
-    monkeypatch.setattr(StepEngine, "collate", recording)
-    warmed, _ = _four_steps(tmp_path, data_dir, tiny_encoder, defs, "warmed")
-    assert [task for task, _ in widths[:2]] == list(TASKS.values())  # one widest batch per task, then 4 steps
-    for task, width in widths[:2]:
-        assert width == max(w for t, w in widths if t == task)
-    for key in plain:
-        assert torch.equal(warmed[key], plain[key]), key

@@ -124,11 +124,6 @@ class RunConfig(BaseModel):
                                       "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
                                       "primitive cache on a CPU), at the price of padded work.",
                                       shown="8 on a GPU and for bf16 on a CPU, else none", ge=1, resumable=True)
-    memory_warmup: bool = option(True, "Before the first step, run each task's widest training batch forward and "
-                                 "backward, its gradients dropped and the random state restored (the same "
-                                 "training): the run reaches its peak memory in its first seconds, so an "
-                                 "out-of-memory error comes at once and the memory held after that stays flat.",
-                                 resumable=True)
     activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
                                            "and recompute that layer in the backward pass, with the same dropout "
                                            "masks (1: every layer; 0: off): less memory for long sequences, for up "

@@ -89,26 +89,6 @@ class StepEngine:
         state.train_seconds += time.perf_counter() - start
         return micro[-1][0]
 
-    def warm_memory(self) -> None:
-        """Forward and backward of each task's widest training batch (its `batch_size` longest examples, split
-        into sub-batches as a step would), without gradient sync, the gradients dropped and torch's random state
-        restored afterwards, so the run trains exactly as without it. The allocators then hold the run's
-        largest buffers from the start instead of growing into them, and an out-of-memory error comes at once."""
-        acc = self.accelerator
-        with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []):
-            for task, data in self.data.items():
-                part = data.splits["train"]
-                widest = np.argsort(np.asarray(part.lengths), kind="stable")[-self.config.batch_size:].tolist()
-                local = shard(widest, acc.process_index, acc.num_processes)
-                parts = min(self.config.sub_batches, max(1, len(widest) // acc.num_processes))
-                for chunk in split_by_length(local, part.lengths, parts) if parts > 1 else [local]:
-                    with acc.no_sync(self.model):
-                        batch = to_device(self.collate(task, part, chunk), acc.device)
-                        with acc.autocast():
-                            loss = self.model(task, **batch).loss
-                        acc.backward(loss)
-                self.optimizer.zero_grad(set_to_none=True)
-
     def _train_step(self, task: str, indices: list[int], sync: bool, state: TrainerState) -> bool:
         """Forward and backward of one batch (run as --sub-batches length-sorted parts whose losses
         add up to the batch's), its loss queued for a later host read; False when --skip-nonfinite

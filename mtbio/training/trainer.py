@@ -256,8 +256,6 @@ class Trainer:
         # from_pretrained returns the encoder in eval mode: without this, dropout would stay off
         # until the first evaluation (and a resumed run would differ from an uninterrupted one)
         self.model.train()
-        if cfg.memory_warmup and self.state.global_step < self.total_steps:
-            self.engine.warm_memory()
         self._install_signal_handlers()
         bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
                    disable=not self.accelerator.is_main_process or not bars_enabled(), dynamic_ncols=True)
