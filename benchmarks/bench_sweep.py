@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import machine, matmul_peaks, offline_environment, write_result
+from common import highest_peaks, machine, matmul_peaks, offline_environment, write_result
 
 offline_environment()
 
@@ -93,9 +93,8 @@ def against_best_peak(result: dict[str, Any]) -> None:
     """Every run's efficiency against the highest matmul peak measured in this benchmark for its precision (a
     measurement on a cold or busy machine reads low: the peak drifted from 89 to 173 GFLOP/s in one run), over
     the cells' wall time and over the command's; the baseline's from the first run's useful FLOPs (the same cells)."""
-    measured = [result["matmul_peak_flops_per_second"], *(entry.get("matmul_peak_after", {}) for entry in
-                                                           [result.get("baseline", {}), *result["runs"]])]
-    best = {precision: max(m[precision] for m in measured if precision in m) for precision in measured[0]}
+    best = highest_peaks([result["matmul_peak_flops_per_second"], *(
+        entry.get("matmul_peak_after", {}) for entry in [result.get("baseline", {}), *result["runs"]])])
     for entry in result["runs"]:
         peak = entry["peak_flops_per_second"] = best[entry["precision"]]
         entry["efficiency"] = entry["useful_flops"] / (entry["wall_seconds"] * peak)

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import (RESULTS, hf_model_and_collator, hf_tokenize, machine, materialize_encoder,
+from common import (RESULTS, hf_model_and_collator, hf_tokenize, highest_peaks, machine, materialize_encoder,
                     matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation,
                     write_fixed_length_task, write_result)
 
@@ -370,7 +370,8 @@ def parent(args: argparse.Namespace) -> None:
     precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
     trainer_precisions = [p for p in args.trainer_precisions.split(",") if p != "none"]
     adapters = args.adapters.split(",")
-    peaks = matmul_peaks(args.peak_seconds)
+    measured = [matmul_peaks(args.peak_seconds)]
+    peaks = measured[0]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         encoder = materialize_encoder(args.encoder, tmp)
@@ -411,10 +412,9 @@ def parent(args: argparse.Namespace) -> None:
                     write_result(stem, result, args.results_dir)  # keep what is done
             # measured again after the sides: a cold or busy machine reads low (641 against 1,550 GFLOP/s bf16
             # on one CPU), so every side is judged against the highest peak measured in the run
-            again = matmul_peaks(args.peak_seconds)
-            result["matmul_peak_measurements"] = [dict(peaks), again]
-            peaks = {k: max(v, again.get(k, 0.0)) for k, v in peaks.items()}
-            result["matmul_peak_flops_per_second"] = peaks
+            measured.append(matmul_peaks(args.peak_seconds))
+            result["matmul_peak_measurements"] = list(measured)
+            peaks = result["matmul_peak_flops_per_second"] = highest_peaks(measured)
             line = summarise(task, result, peaks)
             target = write_result(stem, result, args.results_dir)
             print(f"{line} -> {target}", flush=True)

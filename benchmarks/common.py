@@ -61,6 +61,12 @@ def matmul_peaks(seconds: float = 2.0) -> dict[str, float]:
     return peaks
 
 
+def highest_peaks(measured: list[dict[str, float]]) -> dict[str, float]:
+    """The highest of several `matmul_peaks` measurements, per precision of the first (a measurement on a cold or
+    busy machine reads low, so a benchmark judges its runs against the best it measured)."""
+    return {precision: max(m[precision] for m in measured if precision in m) for precision in measured[0]}
+
+
 def peak_memory_mb() -> float:
     """Peak GPU memory allocated (on a GPU) or this process's peak resident size (on a CPU)."""
     if torch.cuda.is_available():
