@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -17,14 +15,10 @@ from safetensors.torch import load_file
 import mtbio
 from mtbio.cli import main
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import resolve_tasks
 from mtbio.experiments.evaluate import evaluate_paths
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
-from mtbio.experiments.training_run import train_tasks
 from mtbio.training.config import RunConfig, build_config
-from mtbio.training.events import Flow, Listener
-from mtbio.training.trainer import StopRequested
 
 SENTENCES = ["the patient was seen today with fever", "aspirin noted in clinic report", "no other findings rash"]
 
@@ -90,33 +84,6 @@ def test_finetune_from_a_lora_refine_run_continues_its_adapters(
     assert mtbio.load(tuned).model.adapters == ("kw-all",)
     with pytest.raises(MtbioError, match="r=4.*--lora-r"):
         finetune(_config(keyword_tasks, None, tmp_path / "r8", ["kw-all"], from_run=str(run_dir), lora_r=8))
-
-
-def test_a_lora_run_stopped_after_a_checkpoint_resumes_to_the_same_scores(
-        tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
-    options = dict(max_steps=8, save_every=4, eval_every=4)
-    _, straight = refine(_config(keyword_tasks, micro_encoder, tmp_path / "straight", ["kw-all", "kw-few"], **options))
-
-    class StopAtStep4(Listener):
-        def on_step_end(self, trainer: Any, flow: Flow) -> None:
-            if trainer.state.global_step == 4:
-                os.kill(os.getpid(), signal.SIGTERM)  # the trainer saves a checkpoint and stops
-
-    config = _config(keyword_tasks, micro_encoder, tmp_path / "stopped", ["kw-all", "kw-few"], **options)
-    tasks = resolve_tasks(config)
-    with pytest.raises(StopRequested):
-        train_tasks(tasks, config, tmp_path / "stopped", micro_encoder, 1e-2, "refine", Path(keyword_tasks[1]),
-                    listeners=[StopAtStep4()])
-    assert not (tmp_path / "stopped" / "results.json").exists()
-    _, resumed = refine(config.model_copy(update={"resume": True}))
-    assert resumed["steps"] == straight["steps"] == 8 and resumed["best_step"] == straight["best_step"]
-    for task, scores in straight["dev"].items():
-        assert resumed["dev"][task] == pytest.approx(scores)
-    last = "checkpoints/step-00000008/model.safetensors"
-    a, b = load_file(str(tmp_path / "straight" / last)), load_file(str(tmp_path / "stopped" / last))
-    assert any(".lora_A.kw-few." in k for k in a) and set(a) == set(b)
-    for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
 def test_lora_export_loads_with_peft_alone_and_merged_with_transformers_alone(

@@ -108,11 +108,10 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(newest / "model.safetensors"))
 
 
-def _refine_command(output: Path, encoder: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "mtbio", "refine", "--tasks", "demo-ner,demo-relation", "--task-defs", SAMPLE_DEFS,
-            "--data-dir", str(SAMPLE_DIR), "--encoder", encoder, "--output", str(output), "--max-steps", "12",
-            "--batch-size", "8", "--max-train-examples", "48", "--save-every", "2", "--seed", "5", "--max-length", "48",
-            *extra]
+def _train_command(output: Path, encoder: str, stage: tuple[str, ...], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mtbio", *stage, "--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR),
+            "--encoder", encoder, "--output", str(output), "--max-steps", "12", "--batch-size", "8",
+            "--max-train-examples", "48", "--save-every", "2", "--seed", "5", "--max-length", "48", *extra]
 
 
 def _dev_history(run_dir: Path) -> list[tuple[int, dict]]:
@@ -133,38 +132,46 @@ def _assert_scores_close(a: object, b: object) -> None:
         assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
 
 
-def test_killed_refine_resumes_to_the_same_weights(tmp_path: Path, tiny_encoder: str) -> None:
+@pytest.mark.parametrize("stage, adapter", [
+    (("refine", "--tasks", "demo-ner,demo-relation"), ()),
+    (("refine", "--tasks", "demo-ner,demo-relation"), ("--adapter", "lora")),  # one LoRA per task
+    (("finetune", "--task", "demo-relation"), ("--adapter", "lora")),  # frozen encoder, one LoRA + head
+], ids=["full", "lora-multi-task", "lora-single-task"])
+def test_killed_run_resumes_to_the_same_weights(tmp_path: Path, tiny_encoder: str, stage: tuple[str, ...],
+                                                adapter: tuple[str, ...]) -> None:
     """SIGKILL after a randomly chosen checkpoint, resume: same weights, dev history and results."""
     import random
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    eval_every = ("--eval-every", "4")
-    subprocess.run(_refine_command(tmp_path / "straight", tiny_encoder, *eval_every), check=True, env=env,
+    extra = ("--eval-every", "4", *adapter)
+    output = {"refine": "", "finetune": "demo-relation"}[stage[0]]  # finetune writes a folder per task
+    subprocess.run(_train_command(tmp_path / "straight", tiny_encoder, stage, *extra), check=True, env=env,
                    capture_output=True)
 
     kill_after = random.choice([2, 4, 6, 8])  # a checkpoint step; the process may run a little past it
     interrupted = tmp_path / "interrupted"
-    proc = subprocess.Popen(_refine_command(interrupted, tiny_encoder, *eval_every), env=env,
+    proc = subprocess.Popen(_train_command(interrupted, tiny_encoder, stage, *extra), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    marker = interrupted / "checkpoints" / f"step-{kill_after:08d}" / "manifest.json"
+    marker = interrupted / output / "checkpoints" / f"step-{kill_after:08d}" / "manifest.json"
     while time.time() < deadline and not marker.exists():
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (interrupted / "results.json").exists(), f"the run finished before it was killed (step {kill_after})"
-    resumed = subprocess.run(_refine_command(interrupted, tiny_encoder, *eval_every, "--resume"), env=env,
+    assert not (interrupted / output / "results.json").exists(), f"the run finished before it was killed ({kill_after})"
+    resumed = subprocess.run(_train_command(interrupted, tiny_encoder, stage, *extra, "--resume"), env=env,
                              capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
-    a, b = _final_weights(tmp_path / "straight"), _final_weights(interrupted)
-    assert set(a) == set(b)
+    straight, interrupted = tmp_path / "straight" / output, interrupted / output
+    a, b = _final_weights(straight), _final_weights(interrupted)
+    assert set(a) == set(b) and (not adapter or any(".lora_A." in k for k in a))
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=f"{key} after a kill at step {kill_after}")
-    straight_history, resumed_history = _dev_history(tmp_path / "straight"), _dev_history(interrupted)
+    straight_history, resumed_history = _dev_history(straight), _dev_history(interrupted)
     assert [s for s, _ in resumed_history] == [s for s, _ in straight_history] == [4, 8, 12]
     _assert_scores_close([h for _, h in straight_history], [h for _, h in resumed_history])
-    first = json.loads((tmp_path / "straight" / "results.json").read_text())
+    first = json.loads((straight / "results.json").read_text())
     second = json.loads((interrupted / "results.json").read_text())
     assert first["best_step"] == second["best_step"] and first["steps"] == second["steps"] == 12
     _assert_scores_close(first["dev"], second["dev"])
