@@ -44,7 +44,7 @@ from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_
 from mtbio.run_dir import RunDir
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.events import Listener
-from mtbio.training.flops import useful_flops
+from mtbio.training.flops import machine_key, useful_flops
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,8 @@ def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
 def cost_record(encoder_config: Any, state: Any, entered: float, started: float) -> dict[str, Any]:
     """What the run cost (results.json): when it ran, where its time went (setup: reading, featurizing and
     loading before the first step; train, evaluate and save summed over the run, resumes included), its useful
-    FLOPs (real tokens; `mtbio.training.flops`) and this process's peak resident memory so far."""
+    FLOPs (real tokens; `mtbio.training.flops`), this process's peak resident memory so far, and where it ran
+    (torch, threads, device, CPU model and vector flags: float results differ between CPU kinds and thread counts)."""
     try:
         flops: dict[str, float] | None = {
             "train": useful_flops(encoder_config, state.tokens_seen, state.token_squares_seen, training=True),
@@ -71,7 +72,8 @@ def cost_record(encoder_config: Any, state: Any, entered: float, started: float)
     return {"started_at": entered, "finished_at": time.time(),
             "phase_seconds": {"setup": started - entered, "train": state.train_seconds,
                               "evaluate": state.eval_seconds, "save": state.save_seconds},
-            "useful_flops": flops, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "useful_flops": flops, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "machine": machine_key()}
 
 
 SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step
