@@ -30,7 +30,7 @@ PAGE_GROUPS = {"readme": ["README.md", "docs/clusters.md"],
 PAGES = [page for pages in PAGE_GROUPS.values() for page in pages]
 # the commands each group must run (a page that lost its examples fails here)
 GROUP_COMMANDS = {"readme": {"refine", "finetune", "export", "evaluate", "report", "pairwise", "stilt", "predict", "tasks",
-                             "sweep", "affinity", "select"},
+                             "sweep", "affinity", "select", "merge"},
                   "reference": {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "affinity", "select",
                                 "transfer", "predict", "export", "merge", "tasks"}}
 TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
