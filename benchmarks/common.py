@@ -16,27 +16,25 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from mtbio.training.flops import matmul_peak, total_flops
+from mtbio.training.flops import cpu_fields, matmul_peak, total_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict[str, Any]:
-    """Cores, CPU model and vector flags, GPU, and library versions."""
+    """Cores, CPU model (name, family and model number) and vector flags, GPU, and library versions."""
     import transformers
 
     info: dict[str, Any] = {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                             "python": platform.python_version(), "platform": platform.platform(),
                             "torch": torch.__version__, "transformers": transformers.__version__}
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name") and "cpu_model" not in info:
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                info["cpu_flags"] = " ".join(f for f in line.split(":", 1)[1].split()
-                                             if f.startswith(("avx512", "amx", "avx2", "fma")))
-                break
+    cpu = cpu_fields()
+    if "model name" in cpu:
+        info["cpu_model"] = cpu["model name"]
+    if "cpu family" in cpu and "model" in cpu:  # a virtual machine's model name may be only the vendor's
+        info["cpu_family_model"] = f"family {cpu['cpu family']} model {cpu['model']}"
+    if "flags" in cpu:
+        info["cpu_flags"] = " ".join(f for f in cpu["flags"].split() if f.startswith(("avx512", "amx", "avx2", "fma")))
     info["cpu_bf16"] = bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
     info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the kernels ATen dispatches to
     # instruction-set caps that emulate an older CPU on this one (AVX2 only: avx2 / AVX2 / AVX2)

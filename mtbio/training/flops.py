@@ -64,23 +64,29 @@ def matmul_peak(dtype: torch.dtype, seconds: float = 2.0, size: int | None = Non
     return 2 * size**3 * runs / (time.perf_counter() - start)
 
 
+def cpu_fields() -> dict[str, str]:
+    """The first CPU's fields in /proc/cpuinfo ("model name", "cpu family", "model", "flags", ...); {} without it."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return {}
+    lines = cpuinfo.read_text().splitlines()
+    first_cpu = lines[:lines.index("")] if "" in lines else lines
+    return {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in first_cpu if ":" in line)}
+
+
 def machine_key() -> str:
     """What a cached peak belongs to: device, CPU model name, family and model number (a virtual machine's model
     name may be only the vendor's), vector flags, torch version, threads."""
     parts = [torch.__version__, str(torch.get_num_threads())]
     if torch.cuda.is_available():
         parts.append(torch.cuda.get_device_name(0))
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        lines = cpuinfo.read_text().splitlines()
-        first_cpu = lines[:lines.index("")] if "" in lines else lines
-        fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in first_cpu if ":" in line)}
-        if "model name" in fields:
-            parts.append(fields["model name"])
-        if "cpu family" in fields and "model" in fields:
-            parts.append(f"family {fields['cpu family']} model {fields['model']}")
-        if "flags" in fields:
-            parts.append(" ".join(sorted(f for f in fields["flags"].split() if f.startswith(("avx", "amx", "fma")))))
+    fields = cpu_fields()
+    if "model name" in fields:
+        parts.append(fields["model name"])
+    if "cpu family" in fields and "model" in fields:
+        parts.append(f"family {fields['cpu family']} model {fields['model']}")
+    if "flags" in fields:
+        parts.append(" ".join(sorted(f for f in fields["flags"].split() if f.startswith(("avx", "amx", "fma")))))
     return " | ".join(parts)
 
 
