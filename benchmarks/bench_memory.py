@@ -4,8 +4,10 @@ different glibc malloc settings.
 The same `mtbio refine` (default: chemprot, ddi, bc5cdr-chem, bc5cdr-disease; 2,000 examples per task;
 the packaged MiniLM's recipe; bf16 where the CPU has it) runs once per allocator setting, each in its
 own process, oneDNN's default primitive cache first as the baseline. A sampler reads the process's resident
-set (RSS, and anonymous memory) every `--every` seconds. Per setting: peak RSS, RSS at the end of
-warm-up (the first 20% of the run's time) and the growth after it, and the wall time.
+set (RSS, and anonymous memory) every `--every` seconds, with the last step the run has logged (the refine
+writes metrics.jsonl every `--log-every` steps). Per setting: peak RSS; RSS once 20% of the steps are done
+(warm-up) and the growth over the last 80% of the steps; the same by time (first 20% of the wall time);
+and the wall time.
 
     python benchmarks/bench_memory.py --data-dir ../shared/data --max-steps 250
 
@@ -14,6 +16,7 @@ Writes benchmarks/results/bench_memory.json with the machine description.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -33,7 +36,9 @@ SETTINGS: dict[str, dict[str, str]] = {
     # the baseline: oneDNN's own default, a primitive (with its buffers) cached for each of up to 1,024 shapes,
     # which is what mtbio ran with before it sized the cache itself (mtbio/training/host_memory.py)
     "oneDNN cache 1024 (before)": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
-    # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16
+    # mtbio before it sized ideep's second per-shape primitive cache (1,024 by default) to one entry
+    "ideep cache 1024 (before)": {"LRU_CACHE_CAPACITY": "1024"},
+    # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry
     "mtbio default": {},
     "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
@@ -70,7 +75,8 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     command = [sys.executable, "-m", "mtbio", "-q", "refine", "--tasks", args.tasks, "--max-train-examples",
                str(args.max_train_examples), "--max-steps", str(args.max_steps), "--recipe", "minilm",
                "--output", str(output / "run"),
-               "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9), *SETTING_OPTIONS.get(setting, [])]
+               "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9), "--log-every", str(args.log_every),
+               *SETTING_OPTIONS.get(setting, [])]
     if args.data_dir:
         command += ["--data-dir", args.data_dir]
     if args.mixed_precision:
@@ -82,7 +88,8 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     samples = []
     while process.poll() is None:
         try:
-            samples.append((time.time() - started, watched.memory_info().rss / 2**20, anonymous_mb(watched)))
+            samples.append((time.time() - started, watched.memory_info().rss / 2**20, anonymous_mb(watched),
+                            last_step(output / "run" / "metrics.jsonl")))
         except psutil.Error:
             break
         time.sleep(args.every)
@@ -91,12 +98,27 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     shutil.rmtree(output, ignore_errors=True)
     if process.returncode != 0:
         raise SystemExit(f"{setting}: refine failed\n{stderr[-2000:]}")
+    samples = [s for s in samples if s[1] > 0]  # a last read of a process already exiting
     warm = [s for s in samples if s[0] <= 0.2 * wall] or samples[:1]
     after = [s for s in samples if s[0] > 0.2 * wall] or samples[-1:]
+    warm_step = [s for s in samples if s[3] >= 0.2 * args.max_steps]
     return {"setting": setting, "env": env_extra, "options": SETTING_OPTIONS.get(setting, []), "wall_seconds": wall,
             "peak_rss_mb": max(s[1] for s in samples), "peak_anon_mb": max(s[2] for s in samples),
             "rss_end_of_warmup_mb": warm[-1][1], "rss_growth_after_warmup_mb": max(s[1] for s in after) - warm[-1][1],
-            "samples": [{"t": round(t, 1), "rss_mb": round(r, 1), "anon_mb": round(a, 1)} for t, r, a in samples]}
+            "rss_at_20pct_steps_mb": warm_step[0][1] if warm_step else None,
+            "rss_growth_last_80pct_steps_mb": (max(s[1] for s in warm_step) - warm_step[0][1]) if warm_step else None,
+            "samples": [{"t": round(t, 1), "rss_mb": round(r, 1), "anon_mb": round(a, 1), "step": step}
+                        for t, r, a, step in samples]}
+
+
+def last_step(metrics: Path) -> int:
+    """The last training step logged in a run's metrics.jsonl (0 before the first record)."""
+    try:
+        lines = metrics.read_text().splitlines()
+    except OSError:
+        return 0
+    steps = [json.loads(line)["step"] for line in lines if line.endswith("}")]
+    return steps[-1] if steps else 0
 
 
 def main() -> None:
@@ -107,6 +129,8 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=250)
     parser.add_argument("--mixed-precision", default=None, help="default: the recipe's / Accelerate's")
     parser.add_argument("--every", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--log-every", type=int, default=5, help="the refine's --log-every: how finely samples "
+                                                                 "know their step")
     parser.add_argument("--settings", help="comma-separated names of SETTINGS to run (default: all, + jemalloc "
                                            "where installed)")
     parser.add_argument("--name", default="bench_memory")
@@ -125,7 +149,8 @@ def main() -> None:
         baseline = result["runs"][0]
         entry["peak_rss_vs_baseline"] = entry["peak_rss_mb"] / baseline["peak_rss_mb"]
         print(f"{name:55s} peak RSS {entry['peak_rss_mb']:7.0f} MB (anon {entry['peak_anon_mb']:6.0f}), growth after "
-              f"warm-up {entry['rss_growth_after_warmup_mb']:+6.0f} MB, {entry['wall_seconds']:5.0f} s, "
+              f"warm-up {entry['rss_growth_after_warmup_mb']:+6.0f} MB (last 80% of steps "
+              f"{entry['rss_growth_last_80pct_steps_mb'] or 0:+6.0f}), {entry['wall_seconds']:5.0f} s, "
               f"×{entry['peak_rss_vs_baseline']:.2f} of the baseline's peak", flush=True)
         write_result(args.name, result)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.experiments.finetune import finetune
 from mtbio.experiments.refine import refine
 from mtbio.experiments.common import train_examples_of
+from mtbio.model.inference import bf16_supported
 from mtbio.training.config import RunConfig
 from mtbio.training.flops import cpu_fields, machine_key
 from mtbio.training.trainer import TrainerState, steady_throughput, warm_up_steps
@@ -466,17 +468,55 @@ def test_task_examples_caps_one_task_beside_the_others() -> None:
 def test_training_on_a_cpu_sizes_the_onednn_primitive_cache_unless_the_environment_sets_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """oneDNN caches buffers per batch shape and the resident memory grows with it: off in fp32, 256 primitives
-    in bf16, whose CPU matmuls need it (mtbio/training/host_memory.py)."""
+    in bf16, whose CPU matmuls need it; ideep's second cache one entry (mtbio/training/host_memory.py)."""
     from mtbio.training import trainer
-    from mtbio.training.host_memory import CACHE_VARIABLE, bound_host_memory
+    from mtbio.training.host_memory import CACHE_VARIABLE, IDEEP_CACHE_VARIABLE, bound_host_memory
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv(CACHE_VARIABLE, raising=False)
+    monkeypatch.delenv(IDEEP_CACHE_VARIABLE, raising=False)
     trainer.make_accelerator("no")
     assert os.environ[CACHE_VARIABLE] == "0"
     monkeypatch.delenv(CACHE_VARIABLE)
     bound_host_memory("bf16")
-    assert os.environ[CACHE_VARIABLE] == "256"
+    assert os.environ[CACHE_VARIABLE] == "256" and os.environ[IDEEP_CACHE_VARIABLE] == "1"
     monkeypatch.setenv(CACHE_VARIABLE, "1024")
+    monkeypatch.setenv(IDEEP_CACHE_VARIABLE, "64")
     trainer.make_accelerator("no")
-    assert os.environ[CACHE_VARIABLE] == "1024"
+    assert os.environ[CACHE_VARIABLE] == "1024" and os.environ[IDEEP_CACHE_VARIABLE] == "64"
+
+
+HEAP_IN_USE_OVER_SHAPES = """
+import ctypes, torch
+from mtbio.training.host_memory import bound_host_memory
+bound_host_memory("bf16")
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Mallinfo2
+layer = torch.nn.Linear(384, 1536)
+def run(width):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(torch.randn(4, width, 384, requires_grad=True)).float().sum().backward()
+run(8)
+before = libc.mallinfo2().uordblks
+for width in range(16, 336, 8):
+    run(width)
+print(libc.mallinfo2().uordblks - before)
+"""
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+                         and bf16_supported("cpu")), reason="glibc's mallinfo2 and a CPU with bf16")
+def test_bf16_matmuls_over_many_shapes_keep_one_primitive_cache_not_two() -> None:
+    """ideep's per-shape cache (LRU_CACHE_CAPACITY, 1,024 by default) doubled oneDNN's: mtbio sizes it to one
+    entry, so the heap in use grows about half as much over 40 batch widths (bf16 forward and backward)."""
+    def growth(extra: dict[str, str]) -> int:
+        env = {k: v for k, v in os.environ.items() if k not in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")}
+        done = subprocess.run([sys.executable, "-c", HEAP_IN_USE_OVER_SHAPES], capture_output=True, text=True,
+                              timeout=120, env={**env, **extra})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    two_caches, mtbio_default = growth({"LRU_CACHE_CAPACITY": "1024"}), growth({})
+    assert mtbio_default < 0.75 * two_caches, (mtbio_default, two_caches)

@@ -8,7 +8,15 @@ So fp32 training on a CPU switches the cache off. bf16 on a CPU runs its matmuls
 half its speed without the cache (x0.55 on an AMX Xeon), so bf16 keeps a small cache (256 primitives) and rounds
 training batch widths up to 8 (`mtbio.data.collate.pad_multiple_for`), which cuts the shapes a run meets
 about threefold: on the AMX Xeon, BC5CDR-chem bf16 trained x1.8 faster than with the cache off at +5% peak
-memory. A value already in the environment wins either way.
+memory.
+
+PyTorch's oneDNN wrapper (ideep) keeps a second cache of bf16 matmul primitives, one per shape, up to
+`LRU_CACHE_CAPACITY` (1,024 by default), beside oneDNN's own. In a bf16 run it grew the heap in use by about
+1 MB a step (2 MB early, 0.2 MB after 200 steps: +250 MB over 250 steps of the 4-task refine, with oneDNN's
+cache off or on), and those long-lived blocks, allocated in the middle of steps, kept glibc from reusing the
+space the activations of the next long batch needed. mtbio sets it to one entry: oneDNN's cache still finds
+the primitives, at the same speed on an AVX512-BF16 EPYC (docs/speed.md, "Memory on a CPU").
+A value already in the environment wins either way.
 """
 from __future__ import annotations
 
@@ -16,10 +24,12 @@ import os
 
 CACHE_VARIABLE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 BF16_CACHE = "256"
+IDEEP_CACHE_VARIABLE = "LRU_CACHE_CAPACITY"
 
 
 def bound_host_memory(mixed_precision: str | None = None) -> None:
-    """Size oneDNN's primitive cache for CPU training in `mixed_precision`: off, or 256 for bf16 (a value
-    already in the environment wins). oneDNN reads the variable when it first creates a primitive: call this
-    before the first CPU matmul."""
+    """Size oneDNN's primitive cache for CPU training in `mixed_precision` (off, or 256 for bf16) and ideep's to
+    one entry (values already in the environment win). Both are read when the first primitive is created: call
+    this before the first CPU matmul."""
     os.environ.setdefault(CACHE_VARIABLE, BF16_CACHE if mixed_precision == "bf16" else "0")
+    os.environ.setdefault(IDEEP_CACHE_VARIABLE, "1")
