@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -77,3 +81,16 @@ class Shifted(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.inner(x) + 1.0
+
+
+def test_bench_fused_qkv_times_both_settings(tiny_encoder: str, tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fused_qkv.py"
+    done = subprocess.run([sys.executable, str(script), "--encoder", tiny_encoder, "--widths", "8,16",
+                           "--precisions", "no", "--repeats", "2", "--batch-size", "2", "--results-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "bench_fused_qkv.json").read_text())
+    assert result["fused_layers"] >= 1 and [c["width"] for c in result["cases"]] == [8, 16]
+    for case in result["cases"]:
+        assert len(case["seconds"]["fused"]) == len(case["seconds"]["separate"]) == 2
+        assert case["speedup"] == case["median_separate"] / case["median_fused"]

@@ -520,3 +520,18 @@ def test_bf16_matmuls_over_many_shapes_keep_one_primitive_cache_not_two() -> Non
 
     two_caches, mtbio_default = growth({"LRU_CACHE_CAPACITY": "1024"}), growth({})
     assert mtbio_default < 0.75 * two_caches, (mtbio_default, two_caches)
+
+
+def test_trace_memory_records_every_step_of_a_real_refine(tiny_encoder: str, tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "trace_memory.py"
+    done = subprocess.run([sys.executable, str(script), "--name", "t", "--data-dir", str(SAMPLE_DIR),
+                           "--task-defs", str(SAMPLE_DIR / "task_defs"), "--tasks", "demo-ner,demo-sts",
+                           "--encoder", tiny_encoder, "--max-steps", "3", "--mixed-precision", "no",
+                           "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LRU_CACHE_CAPACITY": "7"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "trace_memory-t.json").read_text())
+    assert result["environment"]["LRU_CACHE_CAPACITY"] == "7"
+    assert [row["step"] for row in result["steps"]] == [1, 2, 3]
+    for row in result["steps"]:
+        assert row["batch"][0] in ("demo-ner", "demo-sts") and row["heap_in_use_mb"] > 0 and row["rss_mb"] > 0

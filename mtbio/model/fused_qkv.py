@@ -2,9 +2,10 @@
 
 Hugging Face's BERT family (BERT, RoBERTa, ELECTRA, ...) projects each layer's hidden states three times, through
 `query`, `key` and `value`. `fuse_qkv(encoder)` makes those layers run the three as one product with the
-weights concatenated: under bf16 autocast that is one cast of the hidden states instead of three, one wider
-matmul, and one input gradient instead of three added together (a MiniLM-L6 forward and backward, batch 32 x
-112 tokens, one thread: x1.026 in bf16, x1.007 in fp32; docs/speed.md). The parameters stay where they were,
+weights concatenated: one wider matmul, one input gradient instead of three added together, and under bf16
+autocast one cast of the hidden states instead of three. A MiniLM-L6 training forward and backward (batch 32, one
+thread, AVX512-BF16 EPYC; benchmarks/bench_fused_qkv.py): x1.02-1.04 in fp32, x1.00-1.01 in bf16, so mtbio
+fuses on a CPU, where it was measured. The parameters stay where they were,
 so the state dict, saved files, optimizer groups and adapters see the same `query`, `key` and `value`.
 
 A layer falls back to its own forward whenever the fused one would not compute the same thing: a key/value

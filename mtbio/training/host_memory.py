@@ -11,10 +11,10 @@ about threefold: on the AMX Xeon, BC5CDR-chem bf16 trained x1.8 faster than with
 memory.
 
 PyTorch's oneDNN wrapper (ideep) keeps a second cache of bf16 matmul primitives, one per shape, up to
-`LRU_CACHE_CAPACITY` (1,024 by default), beside oneDNN's own. In a bf16 run it grew the heap in use by about
-1 MB a step (2 MB early, 0.2 MB after 200 steps: +250 MB over 250 steps of the 4-task refine, with oneDNN's
-cache off or on), and those long-lived blocks, allocated in the middle of steps, kept glibc from reusing the
-space the activations of the next long batch needed. mtbio sets it to one entry: oneDNN's cache still finds
+`LRU_CACHE_CAPACITY` (1,024 by default), beside oneDNN's own. In the 4-task bf16 refine it grew the heap in use
+by 250-310 MB over 250 steps (2 MB a step early, 0.1 MB at the end; oneDNN's cache on or off), and those
+long-lived blocks, allocated in the middle of steps, kept glibc from reusing the space the activations of the
+next long batch needed (benchmarks/trace_memory.py). mtbio sets it to one entry: oneDNN's cache still finds
 the primitives, at the same speed on an AVX512-BF16 EPYC (docs/speed.md, "Memory on a CPU").
 A value already in the environment wins either way.
 """
