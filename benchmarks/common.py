@@ -7,6 +7,8 @@ and host overhead show up as a lower utilisation, as they should.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import functools
 import json
 import os
 import platform
@@ -70,6 +72,24 @@ def peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Mallinfo2
+    return libc
+
+
+def glibc_heap() -> Mallinfo2:
+    """glibc's `mallinfo2` (Linux, glibc 2.33+): heap in use `uordblks`, freed but kept `fordblks`, mapped blocks
+    `hblkhd`, the arena's size `arena` (bytes)."""
+    return _libc().mallinfo2()
 
 
 def utilisation(flops: float, seconds: float, peak: float) -> dict[str, float]:

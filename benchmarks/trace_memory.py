@@ -15,7 +15,6 @@ Writes benchmarks/results/trace_memory-<name>.json.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import tempfile
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from common import machine, offline_environment, write_result
+from common import glibc_heap, machine, offline_environment, write_result
 
 offline_environment()
 
@@ -34,15 +33,8 @@ ENVIRONMENT = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY", "MALLOC_
                "LD_PRELOAD")
 
 
-class Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-
 def traced(rows: list[dict[str, Any]]) -> None:
     """Wrap the step engine so that each optimizer step appends its row to `rows`."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = Mallinfo2
     process = psutil.Process()
     collate, step = step_engine.StepEngine.collate, step_engine.StepEngine.step
 
@@ -53,7 +45,7 @@ def traced(rows: list[dict[str, Any]]) -> None:
 
     def step_and_record(self: Any, micro: Any, state: Any) -> str:
         task = step(self, micro, state)
-        info = libc.mallinfo2()
+        info = glibc_heap()
         rows.append({"step": state.global_step + 1, "batch": self.traced_batch,
                      "rss_mb": process.memory_info().rss / 2**20, "heap_in_use_mb": info.uordblks / 2**20,
                      "heap_free_mb": info.fordblks / 2**20, "mapped_mb": info.hblkhd / 2**20,

@@ -25,6 +25,7 @@ from mtbio.training.flops import cpu_fields, machine_key
 from mtbio.training.trainer import TrainerState, steady_throughput, warm_up_steps
 
 SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def _config(tmp: Path, encoder: str, **overrides: object) -> RunConfig:
@@ -486,23 +487,21 @@ def test_training_on_a_cpu_sizes_the_onednn_primitive_cache_unless_the_environme
     assert os.environ[CACHE_VARIABLE] == "1024" and os.environ[IDEEP_CACHE_VARIABLE] == "64"
 
 
-HEAP_IN_USE_OVER_SHAPES = """
-import ctypes, torch
+HEAP_IN_USE_OVER_SHAPES = f"""
+import sys, torch
+sys.path.insert(0, {str(BENCHMARKS)!r})
+from common import glibc_heap
 from mtbio.training.host_memory import bound_host_memory
 bound_host_memory("bf16")
-class Mallinfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = Mallinfo2
 layer = torch.nn.Linear(384, 1536)
 def run(width):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         layer(torch.randn(4, width, 384, requires_grad=True)).float().sum().backward()
 run(8)
-before = libc.mallinfo2().uordblks
+before = glibc_heap().uordblks
 for width in range(16, 336, 8):
     run(width)
-print(libc.mallinfo2().uordblks - before)
+print(glibc_heap().uordblks - before)
 """
 
 
@@ -523,7 +522,7 @@ def test_bf16_matmuls_over_many_shapes_keep_one_primitive_cache_not_two() -> Non
 
 
 def test_trace_memory_records_every_step_of_a_real_refine(tiny_encoder: str, tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "trace_memory.py"
+    script = BENCHMARKS / "trace_memory.py"
     done = subprocess.run([sys.executable, str(script), "--name", "t", "--data-dir", str(SAMPLE_DIR),
                            "--task-defs", str(SAMPLE_DIR / "task_defs"), "--tasks", "demo-ner,demo-sts",
                            "--encoder", tiny_encoder, "--max-steps", "3", "--mixed-precision", "no",

@@ -5,8 +5,8 @@ Hugging Face's BERT family (BERT, RoBERTa, ELECTRA, ...) projects each layer's h
 weights concatenated: one wider matmul, one input gradient instead of three added together, and under bf16
 autocast one cast of the hidden states instead of three. A MiniLM-L6 training forward and backward (batch 32, one
 thread, AVX512-BF16 EPYC; benchmarks/bench_fused_qkv.py): x1.02-1.04 in fp32, x1.00-1.01 in bf16, so mtbio
-fuses on a CPU, where it was measured. The parameters stay where they were,
-so the state dict, saved files, optimizer groups and adapters see the same `query`, `key` and `value`.
+fuses on a CPU, where it was measured. The parameters stay where they were, so the state dict, saved files,
+optimizer groups and adapters see the same `query`, `key` and `value`.
 
 A layer falls back to its own forward whenever the fused one would not compute the same thing: a key/value
 cache or cross-attention, projections that are not plain `nn.Linear` (a LoRA-wrapped `query`, say), or the
@@ -23,9 +23,14 @@ from torch import nn
 PROJECTIONS = ("query", "key", "value")
 
 
-def _fusable(module: nn.Module) -> bool:
+def _plain_projections(module: nn.Module) -> bool:
+    """`query`, `key` and `value` are plain `nn.Linear` layers with biases (not wrapped, by LoRA say)."""
     return all(type(getattr(module, name, None)) is nn.Linear and getattr(module, name).bias is not None
-               for name in PROJECTIONS) \
+               for name in PROJECTIONS)
+
+
+def _fusable(module: nn.Module) -> bool:
+    return _plain_projections(module) \
         and hasattr(module, "attention_head_size") and hasattr(module, "scaling") \
         and not getattr(module, "is_decoder", False) and "forward" not in vars(module)
 
@@ -37,7 +42,7 @@ def _fused_forward(self: nn.Module, hidden_states: torch.Tensor, attention_mask:
     implementation = self.config._attn_implementation
     if kwargs.get("cache") is not None or kwargs.get("past_key_values") is not None \
             or kwargs.get("encoder_hidden_states") is not None or implementation not in ALL_ATTENTION_FUNCTIONS \
-            or not all(type(getattr(self, name)) is nn.Linear for name in PROJECTIONS):
+            or not _plain_projections(self):
         return type(self).forward(self, hidden_states, attention_mask, **kwargs)
     kwargs.pop("cache", None)
     kwargs.pop("past_key_values", None)
