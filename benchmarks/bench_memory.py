@@ -39,6 +39,8 @@ SETTINGS: dict[str, dict[str, str]] = {
     # mtbio before it sized ideep's second per-shape primitive cache (1,024 by default) to one entry
     "ideep cache 1024 (before)": {"LRU_CACHE_CAPACITY": "1024"},
     # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry
+    # mtbio before it had glibc return its freed heap when a step ends 256 MB above the warm-up's level
+    "heap trimming off (before)": {},
     "mtbio default": {},
     "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
@@ -56,7 +58,8 @@ SETTINGS: dict[str, dict[str, str]] = {
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
 }
 # refine options of a setting, beside its environment
-SETTING_OPTIONS: dict[str, list[str]] = {"oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
+SETTING_OPTIONS: dict[str, list[str]] = {"heap trimming off (before)": ["--heap-margin", "0"],
+                                         "oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
                                          "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"]}
 
 
@@ -102,11 +105,16 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     warm = [s for s in samples if s[0] <= 0.2 * wall] or samples[:1]
     after = [s for s in samples if s[0] > 0.2 * wall] or samples[-1:]
     warm_step = [s for s in samples if s[3] >= 0.2 * args.max_steps]
+    # the highest RSS in each fifth of the steps: a profile that rises keeps setting new highs late
+    fifths = [max((s[1] for s in samples if i * args.max_steps / 5 <= s[3] < (i + 1) * args.max_steps / 5
+                   or (i == 4 and s[3] >= args.max_steps)), default=None) for i in range(5)]
     return {"setting": setting, "env": env_extra, "options": SETTING_OPTIONS.get(setting, []), "wall_seconds": wall,
             "peak_rss_mb": max(s[1] for s in samples), "peak_anon_mb": max(s[2] for s in samples),
             "rss_end_of_warmup_mb": warm[-1][1], "rss_growth_after_warmup_mb": max(s[1] for s in after) - warm[-1][1],
             "rss_at_20pct_steps_mb": warm_step[0][1] if warm_step else None,
             "rss_growth_last_80pct_steps_mb": (max(s[1] for s in warm_step) - warm_step[0][1]) if warm_step else None,
+            "rss_peak_by_fifth_of_steps_mb": fifths,
+            "rss_peak_rise_after_second_fifth_mb": (max(fifths[2:]) - fifths[1]) if None not in fifths else None,
             "samples": [{"t": round(t, 1), "rss_mb": round(r, 1), "anon_mb": round(a, 1), "step": step}
                         for t, r, a, step in samples]}
 
@@ -150,7 +158,8 @@ def main() -> None:
         entry["peak_rss_vs_baseline"] = entry["peak_rss_mb"] / baseline["peak_rss_mb"]
         print(f"{name:55s} peak RSS {entry['peak_rss_mb']:7.0f} MB (anon {entry['peak_anon_mb']:6.0f}), growth after "
               f"warm-up {entry['rss_growth_after_warmup_mb']:+6.0f} MB (last 80% of steps "
-              f"{entry['rss_growth_last_80pct_steps_mb'] or 0:+6.0f}), {entry['wall_seconds']:5.0f} s, "
+              f"{entry['rss_growth_last_80pct_steps_mb'] or 0:+6.0f}; highest after the 2nd fifth of steps over its "
+              f"{entry['rss_peak_rise_after_second_fifth_mb'] or 0:+6.0f}), {entry['wall_seconds']:5.0f} s, "
               f"×{entry['peak_rss_vs_baseline']:.2f} of the baseline's peak", flush=True)
         write_result(args.name, result)
 

@@ -5,10 +5,12 @@ optimizer step, records the step's last batch (task, shape), the resident set, a
 use (live blocks), heap free (freed blocks glibc keeps), mapped blocks and the arena's size. Live data that grows
 from step to step is a leak or a cache; free heap that grows is the allocator keeping what the longest batches
 freed. Environment variables set before the run (`ONEDNN_PRIMITIVE_CACHE_CAPACITY`, `LRU_CACHE_CAPACITY`,
-`MALLOC_MMAP_THRESHOLD_`, ...) are recorded with it. Linux with glibc 2.33 or later.
+`MALLOC_MMAP_THRESHOLD_`, ...) are recorded with it, and each row says whether mtbio's heap trimmer
+(`--heap-margin`) gave the freed heap back after that step. Linux with glibc 2.33 or later.
 
     python benchmarks/trace_memory.py --name default
     LRU_CACHE_CAPACITY=1024 python benchmarks/trace_memory.py --name ideep-1024
+    python benchmarks/trace_memory.py --name trim-1 --heap-margin 0 --trim-every 1
 
 Writes benchmarks/results/trace_memory-<name>.json.
 """
@@ -27,33 +29,38 @@ from common import glibc_heap, machine, offline_environment, write_result
 offline_environment()
 
 from mtbio.cli import main as mtbio_main  # noqa: E402
-from mtbio.training import step_engine  # noqa: E402
+from mtbio.training import step_engine, trainer  # noqa: E402
+from mtbio.training.host_memory import glibc  # noqa: E402
 
 ENVIRONMENT = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX",
                "LD_PRELOAD")
 
 
-def traced(rows: list[dict[str, Any]]) -> None:
-    """Wrap the step engine so that each optimizer step appends its row to `rows`."""
+def traced(rows: list[dict[str, Any]], trim_every: int = 0) -> None:
+    """Wrap the trainer so that each optimizer step appends its row to `rows` (after mtbio's heap trimmer, and
+    after `malloc_trim(0)` every `trim_every` steps when asked)."""
     process = psutil.Process()
-    collate, step = step_engine.StepEngine.collate, step_engine.StepEngine.step
+    collate, step_and_report = step_engine.StepEngine.collate, trainer.Trainer._step_and_report
 
     def collate_and_note(self: Any, task: str, part: Any, chunk: Any) -> Any:
         batch = collate(self, task, part, chunk)
         self.traced_batch = [task, list(batch["input_ids"].shape) if "input_ids" in batch else None]
         return batch
 
-    def step_and_record(self: Any, micro: Any, state: Any) -> str:
-        task = step(self, micro, state)
+    def step_and_record(self: Any, micro: Any, bar: Any) -> None:
+        trims = self.heap.trims
+        step_and_report(self, micro, bar)
+        if trim_every and self.state.global_step % trim_every == 0:
+            glibc().malloc_trim(0)
         info = glibc_heap()
-        rows.append({"step": state.global_step + 1, "batch": self.traced_batch,
+        rows.append({"step": self.state.global_step, "batch": self.engine.traced_batch,
                      "rss_mb": process.memory_info().rss / 2**20, "heap_in_use_mb": info.uordblks / 2**20,
                      "heap_free_mb": info.fordblks / 2**20, "mapped_mb": info.hblkhd / 2**20,
-                     "arena_mb": info.arena / 2**20, "train_seconds": state.train_seconds})
-        return task
+                     "arena_mb": info.arena / 2**20, "train_seconds": self.state.train_seconds,
+                     "trimmed": self.heap.trims > trims})
 
     step_engine.StepEngine.collate = collate_and_note
-    step_engine.StepEngine.step = step_and_record
+    trainer.Trainer._step_and_report = step_and_record
 
 
 def main() -> None:
@@ -67,23 +74,27 @@ def main() -> None:
     parser.add_argument("--encoder", help="default: the recipe's (the packaged MiniLM)")
     parser.add_argument("--task-defs", action="append", default=[], help="further task definition folders")
     parser.add_argument("--results-dir", type=Path, default=None)
+    parser.add_argument("--heap-margin", type=int, default=None, help="mtbio's --heap-margin (default: mtbio's)")
+    parser.add_argument("--trim-every", type=int, default=0, help="also malloc_trim(0) after every N-th step")
     args = parser.parse_args()
     environment = {k: os.environ[k] for k in ENVIRONMENT if k in os.environ}
     rows: list[dict[str, Any]] = []
-    traced(rows)
+    traced(rows, args.trim_every)
     with tempfile.TemporaryDirectory() as tmp:
         mtbio_main(["-q", "refine", "--tasks", args.tasks, "--max-train-examples", str(args.max_train_examples),
                     "--max-steps", str(args.max_steps), "--recipe", "minilm", "--data-dir", args.data_dir,
                     "--mixed-precision", args.mixed_precision, "--output", os.path.join(tmp, "run"),
                     "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9),
                     *(["--encoder", args.encoder] if args.encoder else []),
+                    *(["--heap-margin", str(args.heap_margin)] if args.heap_margin is not None else []),
                     *[f"--task-defs={d}" for d in args.task_defs]], standalone_mode=False)
     path = write_result(f"trace_memory-{args.name}", {
         "machine": machine(), "environment": environment, "tasks": args.tasks,
         "max_train_examples": args.max_train_examples, "max_steps": args.max_steps,
-        "mixed_precision": args.mixed_precision, "steps": rows}, args.results_dir)
+        "mixed_precision": args.mixed_precision, "heap_margin": args.heap_margin, "trim_every": args.trim_every,
+        "steps": rows}, args.results_dir)
     last = rows[-1]
-    print(f"{args.name}: RSS {last['rss_mb']:.0f} MB after step {last['step']} (peak after a step "
+    print(f"{args.name}: {sum(r['trimmed'] for r in rows)} heap trims; RSS {last['rss_mb']:.0f} MB after step {last['step']} (peak after a step "
           f"{max(r['rss_mb'] for r in rows):.0f}), heap in use {rows[0]['heap_in_use_mb']:.0f} -> "
           f"{last['heap_in_use_mb']:.0f} MB, heap free {last['heap_free_mb']:.0f} MB; {path}")
 
