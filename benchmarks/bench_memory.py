@@ -39,8 +39,6 @@ SETTINGS: dict[str, dict[str, str]] = {
     # mtbio before it sized ideep's second per-shape primitive cache (1,024 by default) to one entry
     "ideep cache 1024 (before)": {"LRU_CACHE_CAPACITY": "1024"},
     # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry
-    # mtbio before it had glibc return its freed heap when a step ends 256 MB above the warm-up's level
-    "heap trimming off (before)": {},
     "mtbio default": {},
     "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
@@ -58,8 +56,7 @@ SETTINGS: dict[str, dict[str, str]] = {
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
 }
 # refine options of a setting, beside its environment
-SETTING_OPTIONS: dict[str, list[str]] = {"heap trimming off (before)": ["--heap-margin", "0"],
-                                         "oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
+SETTING_OPTIONS: dict[str, list[str]] = {"oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
                                          "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"]}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -18,7 +19,6 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from mtbio.training.flops import cpu_fields, matmul_peak, total_flops
-from mtbio.training.host_memory import glibc
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -79,12 +79,18 @@ class Mallinfo2(ctypes.Structure):
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
 
 
+@functools.lru_cache(maxsize=1)
+def glibc() -> Any:
+    """The C library (Linux with glibc): `mallinfo2`, `malloc_trim`."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Mallinfo2
+    return libc
+
+
 def glibc_heap() -> Mallinfo2:
     """glibc's `mallinfo2` (Linux, glibc 2.33+): heap in use `uordblks`, freed but kept `fordblks`, mapped blocks
     `hblkhd`, the arena's size `arena` (bytes)."""
-    mallinfo2 = glibc().mallinfo2
-    mallinfo2.restype = Mallinfo2
-    return mallinfo2()
+    return glibc().mallinfo2()
 
 
 def utilisation(flops: float, seconds: float, peak: float) -> dict[str, float]:

@@ -5,12 +5,12 @@ optimizer step, records the step's last batch (task, shape), the resident set, a
 use (live blocks), heap free (freed blocks glibc keeps), mapped blocks and the arena's size. Live data that grows
 from step to step is a leak or a cache; free heap that grows is the allocator keeping what the longest batches
 freed. Environment variables set before the run (`ONEDNN_PRIMITIVE_CACHE_CAPACITY`, `LRU_CACHE_CAPACITY`,
-`MALLOC_MMAP_THRESHOLD_`, ...) are recorded with it, and each row says whether mtbio's heap trimmer
-(`--heap-margin`) gave the freed heap back after that step. Linux with glibc 2.33 or later.
+`MALLOC_MMAP_THRESHOLD_`, ...) are recorded with it. `--trim-every N` has glibc return its freed heap
+(`malloc_trim`) after every Nth step, to see what holding it costs. Linux with glibc 2.33 or later.
 
     python benchmarks/trace_memory.py --name default
     LRU_CACHE_CAPACITY=1024 python benchmarks/trace_memory.py --name ideep-1024
-    python benchmarks/trace_memory.py --name trim-1 --heap-margin 0 --trim-every 1
+    python benchmarks/trace_memory.py --name trim-every-1 --trim-every 1
 
 Writes benchmarks/results/trace_memory-<name>.json.
 """
@@ -24,21 +24,20 @@ from typing import Any
 
 import psutil
 
-from common import glibc_heap, machine, offline_environment, write_result
+from common import glibc, glibc_heap, machine, offline_environment, write_result
 
 offline_environment()
 
 from mtbio.cli import main as mtbio_main  # noqa: E402
 from mtbio.training import step_engine, trainer  # noqa: E402
-from mtbio.training.host_memory import glibc  # noqa: E402
 
 ENVIRONMENT = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY", "MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX",
                "LD_PRELOAD")
 
 
 def traced(rows: list[dict[str, Any]], trim_every: int = 0) -> None:
-    """Wrap the trainer so that each optimizer step appends its row to `rows` (after mtbio's heap trimmer, and
-    after `malloc_trim(0)` every `trim_every` steps when asked)."""
+    """Wrap the trainer so that each optimizer step appends its row to `rows` (after `malloc_trim(0)` every
+    `trim_every` steps when asked)."""
     process = psutil.Process()
     collate, step_and_report = step_engine.StepEngine.collate, trainer.Trainer._step_and_report
 
@@ -48,7 +47,6 @@ def traced(rows: list[dict[str, Any]], trim_every: int = 0) -> None:
         return batch
 
     def step_and_record(self: Any, micro: Any, bar: Any) -> None:
-        trims = self.heap.trims
         step_and_report(self, micro, bar)
         if trim_every and self.state.global_step % trim_every == 0:
             glibc().malloc_trim(0)
@@ -56,8 +54,7 @@ def traced(rows: list[dict[str, Any]], trim_every: int = 0) -> None:
         rows.append({"step": self.state.global_step, "batch": self.engine.traced_batch,
                      "rss_mb": process.memory_info().rss / 2**20, "heap_in_use_mb": info.uordblks / 2**20,
                      "heap_free_mb": info.fordblks / 2**20, "mapped_mb": info.hblkhd / 2**20,
-                     "arena_mb": info.arena / 2**20, "train_seconds": self.state.train_seconds,
-                     "trimmed": self.heap.trims > trims})
+                     "arena_mb": info.arena / 2**20, "train_seconds": self.state.train_seconds})
 
     step_engine.StepEngine.collate = collate_and_note
     trainer.Trainer._step_and_report = step_and_record
@@ -74,8 +71,7 @@ def main() -> None:
     parser.add_argument("--encoder", help="default: the recipe's (the packaged MiniLM)")
     parser.add_argument("--task-defs", action="append", default=[], help="further task definition folders")
     parser.add_argument("--results-dir", type=Path, default=None)
-    parser.add_argument("--heap-margin", type=int, default=None, help="mtbio's --heap-margin (default: mtbio's)")
-    parser.add_argument("--trim-every", type=int, default=0, help="also malloc_trim(0) after every N-th step")
+    parser.add_argument("--trim-every", type=int, default=0, help="malloc_trim(0) after every Nth step (0: never)")
     args = parser.parse_args()
     environment = {k: os.environ[k] for k in ENVIRONMENT if k in os.environ}
     rows: list[dict[str, Any]] = []
@@ -86,15 +82,14 @@ def main() -> None:
                     "--mixed-precision", args.mixed_precision, "--output", os.path.join(tmp, "run"),
                     "--save-every", str(10 ** 9), "--eval-every", str(10 ** 9),
                     *(["--encoder", args.encoder] if args.encoder else []),
-                    *(["--heap-margin", str(args.heap_margin)] if args.heap_margin is not None else []),
                     *[f"--task-defs={d}" for d in args.task_defs]], standalone_mode=False)
     path = write_result(f"trace_memory-{args.name}", {
         "machine": machine(), "environment": environment, "tasks": args.tasks,
         "max_train_examples": args.max_train_examples, "max_steps": args.max_steps,
-        "mixed_precision": args.mixed_precision, "heap_margin": args.heap_margin, "trim_every": args.trim_every,
+        "mixed_precision": args.mixed_precision, "trim_every": args.trim_every,
         "steps": rows}, args.results_dir)
     last = rows[-1]
-    print(f"{args.name}: {sum(r['trimmed'] for r in rows)} heap trims; RSS {last['rss_mb']:.0f} MB after step {last['step']} (peak after a step "
+    print(f"{args.name}: RSS {last['rss_mb']:.0f} MB after step {last['step']} (peak after a step "
           f"{max(r['rss_mb'] for r in rows):.0f}), heap in use {rows[0]['heap_in_use_mb']:.0f} -> "
           f"{last['heap_in_use_mb']:.0f} MB, heap free {last['heap_free_mb']:.0f} MB; {path}")
 

@@ -124,11 +124,6 @@ class RunConfig(BaseModel):
                                       "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
                                       "primitive cache on a CPU), at the price of padded work.",
                                       shown="8 on a GPU and for bf16 on a CPU, else none", ge=1, resumable=True)
-    heap_margin: int = option(256, "On a CPU under glibc (Linux): after the warm-up steps, a step that leaves the "
-                              "process's resident memory more than this many MB above its highest during warm-up "
-                              "has glibc hand its freed heap back to the system (malloc_trim), so that resident "
-                              "memory stops growing with heap fragmentation; 0 is off.", ge=0, resumable=True,
-                              per_cell=True)
     activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
                                            "and recompute that layer in the backward pass, with the same dropout "
                                            "masks (1: every layer; 0: off): less memory for long sequences, for up "

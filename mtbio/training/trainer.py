@@ -45,7 +45,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
-from mtbio.training.host_memory import HeapTrimmer, bound_host_memory
+from mtbio.training.host_memory import bound_host_memory
 from mtbio.training.l2sp import AnchorToStart
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
@@ -225,8 +225,6 @@ class Trainer:
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, config, accelerator, self.pad_id,
                                  packed, offset)
-        self.heap = HeapTrimmer(warm_up_steps(self.total_steps),
-                                config.heap_margin if accelerator.device.type == "cpu" else 0)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -325,7 +323,6 @@ class Trainer:
 
     def _step_and_report(self, micro: list[MicroBatch], bar: Any) -> None:
         task_name = self.engine.step(micro, self.state)
-        self.heap.after_step()
         self.state.global_step += 1
         step, warm = self.state.global_step, warm_up_steps(self.total_steps)
         log_now = step % self.config.log_every == 0 or step == self.total_steps
