@@ -534,4 +534,3 @@ def test_trace_memory_records_every_step_of_a_real_refine(tiny_encoder: str, tmp
     assert [row["step"] for row in result["steps"]] == [1, 2, 3]
     for row in result["steps"]:
         assert row["batch"][0] in ("demo-ner", "demo-sts") and row["heap_in_use_mb"] > 0 and row["rss_mb"] > 0
-
