@@ -54,10 +54,14 @@ SETTINGS: dict[str, dict[str, str]] = {
     # batch widths rounded up to a multiple of 8: fewer distinct matmul shapes, so fewer cached primitives
     "oneDNN cache 1024 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
+    # widths rounded up to a multiple of 32: a quarter of bf16's shapes, so the freed activations of one long batch
+    # fit the next one's more often (glibc's heap fragments less), at the price of padded work
+    "widths to 32": {},
 }
 # refine options of a setting, beside its environment
 SETTING_OPTIONS: dict[str, list[str]] = {"oneDNN cache 1024 + widths to 8": ["--pad-multiple", "8"],
-                                         "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"]}
+                                         "oneDNN cache 256 + widths to 8": ["--pad-multiple", "8"],
+                                         "widths to 32": ["--pad-multiple", "32"]}
 
 
 def anonymous_mb(process: psutil.Process) -> float:
