@@ -54,8 +54,8 @@ SETTINGS: dict[str, dict[str, str]] = {
     # batch widths rounded up to a multiple of 8: fewer distinct matmul shapes, so fewer cached primitives
     "oneDNN cache 1024 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
-    # widths rounded up to a multiple of 32: a quarter of bf16's shapes, so the freed activations of one long batch
-    # fit the next one's more often (glibc's heap fragments less), at the price of padded work
+    # widths rounded up to a multiple of 32: a quarter of bf16's shapes (the guess: freed activations of one long
+    # batch then fit the next one's more often, so glibc's heap fragments less), at the price of padded work
     "widths to 32": {},
 }
 # refine options of a setting, beside its environment
@@ -107,8 +107,7 @@ def run(setting: str, env_extra: dict[str, str], args: argparse.Namespace) -> di
     after = [s for s in samples if s[0] > 0.2 * wall] or samples[-1:]
     warm_step = [s for s in samples if s[3] >= 0.2 * args.max_steps]
     # the highest RSS in each fifth of the steps: a profile that rises keeps setting new highs late
-    fifths = [max((s[1] for s in samples if i * args.max_steps / 5 <= s[3] < (i + 1) * args.max_steps / 5
-                   or (i == 4 and s[3] >= args.max_steps)), default=None) for i in range(5)]
+    fifths = [max((s[1] for s in samples if min(4, s[3] * 5 // args.max_steps) == i), default=None) for i in range(5)]
     return {"setting": setting, "env": env_extra, "options": SETTING_OPTIONS.get(setting, []), "wall_seconds": wall,
             "peak_rss_mb": max(s[1] for s in samples), "peak_anon_mb": max(s[2] for s in samples),
             "rss_end_of_warmup_mb": warm[-1][1], "rss_growth_after_warmup_mb": max(s[1] for s in after) - warm[-1][1],
