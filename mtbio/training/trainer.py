@@ -45,7 +45,7 @@ from mtbio.training import checkpoint as ckpt
 from mtbio.training.config import RunConfig
 from mtbio.training.distributed import any_process
 from mtbio.training.events import EarlyStopping, Flow, Listener, Schedule
-from mtbio.training.host_memory import bound_host_memory
+from mtbio.training.host_memory import bound_host_memory, keep_freed_heap
 from mtbio.training.l2sp import AnchorToStart
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
@@ -197,6 +197,8 @@ class Trainer:
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id or 0)
         self.accelerator = accelerator
+        if accelerator.device.type == "cpu":
+            keep_freed_heap(max((config.max_length or d.task.max_length for d in data.values()), default=0))
         self.on_best = on_best
         self.state = TrainerState()  # the one state: the engine advances it, checkpoints save it, resume replaces it
         self._stop_signal: int | None = None
