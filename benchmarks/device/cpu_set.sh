@@ -17,6 +17,7 @@ python3 benchmarks/device/encoder.py unpack .devrun/enc /tmp/enc /tmp/site || ex
 # two cores per job, one logical CPU per physical core
 mapfile -t PAIRS < <(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | sort -t, -u -k3,3n -k2,2n | cut -d, -f1 | paste -d, - -)
 echo "core pairs: ${PAIRS[*]}" >> $R/machine.txt
+[ ${#PAIRS[@]} -ge 5 ] || { echo "five jobs need 10 physical cores; this machine has ${#PAIRS[@]} pairs" >&2; exit 1; }
 B="python3 benchmarks/bench_train.py --seeds 1 --peak-seconds 2"
 job() { local n=$1; shift; mkdir -p $R/$n; "$@" > $R/$n.log 2>&1; echo "$n rc=$? at $(( $(date +%s) - T0 )) s" >> $R/done.txt; }
 job bf16 taskset -c ${PAIRS[0]} $B --tasks bc5cdr-chem --precisions bf16 --trainer-precisions bf16 --results-dir $R/bf16 &
