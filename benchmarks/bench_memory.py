@@ -38,7 +38,10 @@ SETTINGS: dict[str, dict[str, str]] = {
     "oneDNN cache 1024 (before)": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     # mtbio before it sized ideep's second per-shape primitive cache (1,024 by default) to one entry
     "ideep cache 1024 (before)": {"LRU_CACHE_CAPACITY": "1024"},
-    # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry
+    # glibc's own mmap and trim thresholds, where mtbio would keep freed heap (runs with 512-token tasks)
+    "heap not kept": {"MTBIO_KEEP_FREED_HEAP": "0"},
+    # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry;
+    # freed heap kept where a task reaches 512 tokens
     "mtbio default": {},
     # blocks up to 1 GiB served from glibc's heap and up to 1 GiB of freed heap kept, instead of a fresh mapping
     # (and page faults) for each block over glibc's threshold (at most 32 MiB)
