@@ -22,8 +22,8 @@ glibc gives each block over its mmap threshold (32 MiB at most) a fresh mapping 
 the next such block faults every page in again. At 512 tokens every attention score tensor (200-400 MB) pays
 that, so for runs with tasks of 512 tokens or more mtbio has glibc serve blocks up to 1 GiB from its heap and
 keep up to 1 GiB of it freed (`keep_freed_heap`): 512-token fp32 training ran x1.10-1.16 faster at a peak within
-3%. Not for shorter tasks: the 4-task bf16 refine ran x1.03 slower with it at a x1.04 peak (docs/speed.md,
-"Memory on a CPU").
+3%, and a refine with NLI4CT (512 tokens) x1.05 faster at a x0.98 peak. Not for shorter tasks: the 4-task
+bf16 refine (at most 256 tokens) ran x1.03 slower with it at a x1.04 peak (docs/speed.md, "Memory on a CPU").
 """
 from __future__ import annotations
 
