@@ -43,9 +43,9 @@ SETTINGS: dict[str, dict[str, str]] = {
     # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry;
     # freed heap kept where a task reaches 512 tokens
     "mtbio default": {},
-    # blocks up to 1 GiB served from glibc's heap and up to 1 GiB of freed heap kept, instead of a fresh mapping
-    # (and page faults) for each block over glibc's threshold (at most 32 MiB)
-    "heap kept (1 GiB thresholds)": {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**30)},
+    # freed heap kept whatever the lengths (mtbio/training/host_memory.py: blocks up to 1 GiB from glibc's heap,
+    # up to 1 GiB of it kept freed), where mtbio's default keeps it only from 512 tokens
+    "heap kept (1 GiB thresholds)": {"MTBIO_KEEP_FREED_HEAP": "1"},
     "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
     # the threshold after each such free, and later big tensors stay in the heap)
