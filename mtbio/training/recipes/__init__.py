@@ -7,6 +7,7 @@ option defaults < recipe < --config file < flags.
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +51,8 @@ def _names_encoder(recipe: dict[str, Any], encoder: str | None) -> bool:
     named = {str(e) for e in recipe.get("encoders") or []}
     packaged = encoder in (None, "", DEFAULT_ENCODER)
     if not packaged and Path(str(encoder)).is_dir():
-        try:
+        with contextlib.suppress(MtbioError):  # without the packaged encoder installed, this directory is not it
             packaged = Path(str(encoder)).resolve() == Path(default_encoder_path()).resolve()
-        except MtbioError:  # the packaged encoder is not installed, so this directory is not it
-            packaged = False
     return DEFAULT_ENCODER in named if packaged else str(encoder) in named
 
 
