@@ -32,6 +32,8 @@ from common import machine, offline_environment, write_result
 offline_environment()
 
 JEMALLOC = [Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")]
+# oneTBB's scalable allocator in place of glibc's malloc (the proxy needs the allocator loaded beside it)
+TBBMALLOC = ["libtbbmalloc.so.2", "libtbbmalloc_proxy.so.2"]
 SETTINGS: dict[str, dict[str, str]] = {
     # the baseline: oneDNN's own default, a primitive (with its buffers) cached for each of up to 1,024 shapes,
     # which is what mtbio ran with before it sized the cache itself (mtbio/training/host_memory.py)
@@ -46,6 +48,13 @@ SETTINGS: dict[str, dict[str, str]] = {
     # freed heap kept whatever the lengths (mtbio/training/host_memory.py: blocks up to 1 GiB from glibc's heap,
     # up to 1 GiB of it kept freed), where mtbio's default keeps it only from 512 tokens
     "heap kept (1 GiB thresholds)": {"MTBIO_KEEP_FREED_HEAP": "1"},
+    # torch's own switch: CPU tensors page-aligned, and those of 2 MiB or more madvised for transparent huge
+    # pages (where the kernel's THP mode is "madvise" or "always")
+    "huge pages (THP_MEM_ALLOC_ENABLE=1)": {"THP_MEM_ALLOC_ENABLE": "1"},
+    "huge pages + heap kept": {"THP_MEM_ALLOC_ENABLE": "1", "MTBIO_KEEP_FREED_HEAP": "1"},
+    # blocks of 4 MiB or more mapped on their own and returned when freed (no heap to fragment), in huge pages
+    "mmap from 4 MiB": {"MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)},
+    "huge pages + mmap from 4 MiB": {"THP_MEM_ALLOC_ENABLE": "1", "MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)},
     "oneDNN cache off": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"},
     # every block of 8 MiB or more its own mapping, returned to the system when freed (glibc otherwise raises
     # the threshold after each such free, and later big tensors stay in the heap)
@@ -145,14 +154,20 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=1.0, help="seconds between samples")
     parser.add_argument("--log-every", type=int, default=5, help="the refine's --log-every: how finely samples "
                                                                  "know their step")
-    parser.add_argument("--settings", help="comma-separated names of SETTINGS to run (default: all, + jemalloc "
-                                           "where installed)")
+    parser.add_argument("--settings", help="comma-separated names of SETTINGS to run (default: all, + jemalloc and "
+                                           "tbbmalloc where installed)")
     parser.add_argument("--name", default="bench_memory")
     args = parser.parse_args()
     settings = dict(SETTINGS)
     jemalloc = next((p for p in JEMALLOC if p.exists()), None)
     if jemalloc is not None:
         settings["jemalloc"] = {"LD_PRELOAD": str(jemalloc)}
+    tbbmalloc = [Path(sys.prefix, "lib", name) for name in TBBMALLOC]
+    if all(p.exists() for p in tbbmalloc):  # oneTBB's allocator, from PyPI's `tbb` wheel
+        settings["tbbmalloc"] = {"LD_PRELOAD": " ".join(map(str, tbbmalloc))}
+        # blocks from 1 MiB on count as "huge", which tbbmalloc keeps cached instead of returning them
+        settings["tbbmalloc keeping blocks from 1 MiB"] = {**settings["tbbmalloc"],
+                                                         "TBB_MALLOC_SET_HUGE_OBJECT_THRESHOLD": str(2**20)}
     if args.settings:
         settings = {k: v for k, v in settings.items() if k in args.settings.split(",")}
     result: dict[str, Any] = {"machine": machine(), "tasks": args.tasks, "max_train_examples": args.max_train_examples,
