@@ -9,7 +9,7 @@ half its speed without the cache (x0.55 on an AMX Xeon), so bf16 keeps a small c
 training batch widths up to 8 (`mtbio.data.collate.pad_multiple_for`), which cuts the shapes a run meets
 about threefold: on the AMX Xeon, BC5CDR-chem bf16 trained x1.8 faster than with the cache off at +5% peak
 memory. On an AVX512-BF16 EPYC the 4-task bf16 refine ran x1.07-1.13 faster with it, but peaked x1.3-1.4 higher
-and rose late in the run (the cached primitives, allocated as new batch shapes come, pin glibc's freed heap);
+and rose late in the run (a trace suggests the cached primitives, made as new batch shapes come, pin freed heap);
 a run that needs flat memory more than speed sets ONEDNN_PRIMITIVE_CACHE_CAPACITY=0.
 
 PyTorch's oneDNN wrapper (ideep) keeps a second cache of bf16 matmul primitives, one per shape, up to
