@@ -35,6 +35,7 @@ from mtbio.evaluation.metrics import score_task, selection_score
 from mtbio.fileio import open_for_write
 from mtbio.logs import bars_enabled
 from mtbio.model.cpu_dropout import use_bit_dropout
+from mtbio.model.embedding_grad import reuse_embedding_grad
 from mtbio.model.fused_qkv import fuse_qkv
 from mtbio.model.encoder import checkpoint_layers
 from mtbio.model.inference import bf16_supported, predict_split
@@ -208,6 +209,7 @@ class Trainer:
         if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             use_bit_dropout(model)
             fuse_qkv(model.encoder)  # one projection product instead of three (measured on a CPU only)
+            reuse_embedding_grad(model.encoder)  # no page faults for a fresh 47 MB gradient every step
         packed = packed_tasks(config, model, self.pad_id)
         self._scored = 0
         self.eval_shares: dict[str, list[int]] = {}  # examples each process scored at the last evaluation of a split
