@@ -40,18 +40,15 @@ SETTINGS: dict[str, dict[str, str]] = {
     "oneDNN cache 1024 (before)": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     # mtbio before it sized ideep's second per-shape primitive cache (1,024 by default) to one entry
     "ideep cache 1024 (before)": {"LRU_CACHE_CAPACITY": "1024"},
-    # glibc's own mmap and trim thresholds, where mtbio would keep freed heap (runs with 512-token tasks)
+    # glibc's own mmap and trim thresholds (mtbio before 2026-11-27 at under 512 tokens)
     "heap not kept": {"MTBIO_KEEP_FREED_HEAP": "0"},
     # mtbio's choice: cache off in fp32, 256 primitives and widths rounded to 8 in bf16; ideep's cache one entry;
-    # freed heap kept where a task reaches 512 tokens
+    # freed heap kept (mtbio/training/host_memory.py: blocks up to 1 GiB from glibc's heap, up to 1 GiB of it
+    # kept freed)
     "mtbio default": {},
-    # freed heap kept whatever the lengths (mtbio/training/host_memory.py: blocks up to 1 GiB from glibc's heap,
-    # up to 1 GiB of it kept freed), where mtbio's default keeps it only from 512 tokens
-    "heap kept (1 GiB thresholds)": {"MTBIO_KEEP_FREED_HEAP": "1"},
     # torch's own switch: CPU tensors page-aligned, and those of 2 MiB or more madvised for transparent huge
     # pages (where the kernel's THP mode is "madvise" or "always")
     "huge pages (THP_MEM_ALLOC_ENABLE=1)": {"THP_MEM_ALLOC_ENABLE": "1"},
-    "huge pages + heap kept": {"THP_MEM_ALLOC_ENABLE": "1", "MTBIO_KEEP_FREED_HEAP": "1"},
     # blocks of 4 MiB or more mapped on their own and returned when freed (no heap to fragment), in huge pages
     "mmap from 4 MiB": {"MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)},
     "huge pages + mmap from 4 MiB": {"THP_MEM_ALLOC_ENABLE": "1", "MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)},

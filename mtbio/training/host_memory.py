@@ -21,11 +21,13 @@ the primitives, at the same speed on an AVX512-BF16 EPYC (docs/speed.md, "Memory
 A value already in the environment wins either way.
 
 glibc gives each block over its mmap threshold (32 MiB at most) a fresh mapping and unmaps it when freed, so
-the next such block faults every page in again. At 512 tokens every attention score tensor (200-400 MB) pays
-that, so for runs with tasks of 512 tokens or more mtbio has glibc serve blocks up to 1 GiB from its heap and
-keep up to 1 GiB of it freed (`keep_freed_heap`): 512-token fp32 training ran x1.10-1.16 faster at a peak within
-3%, and a refine with NLI4CT (512 tokens) x1.05 faster at a x0.98 peak. Not for shorter tasks: the 4-task
-bf16 refine (at most 256 tokens) ran x1.03 slower with it at a x1.04 peak (docs/speed.md, "Memory on a CPU").
+the next such block faults every page in again, and it returns freed space at the heap's top (and the top of each
+thread's heap) to the system, so the next step faults it in again. So CPU training has glibc serve blocks up to
+1 GiB from its heap and keep up to 1 GiB of it freed (`keep_freed_heap`): 512-token fp32 training ran x1.10-1.16
+faster at a peak within 3%, a refine with NLI4CT (512 tokens) x1.05 faster at a x0.98 peak, and a BC5CDR-chem fp32
+fine-tune on two threads (128 tokens; ~30,000 page faults a step without it) x1.04 faster at the same peak. The
+4-task bf16 refine (at most 256 tokens) showed no difference that two pairs of runs could tell (x0.97 and x1.02 the
+speed, x1.04 and x1.02 the peak; docs/speed.md, "Memory on a CPU").
 """
 from __future__ import annotations
 
@@ -36,9 +38,8 @@ import platform
 CACHE_VARIABLE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 BF16_CACHE = "256"
 IDEEP_CACHE_VARIABLE = "LRU_CACHE_CAPACITY"
-KEEP_HEAP_VARIABLE = "MTBIO_KEEP_FREED_HEAP"  # 1: keep freed heap whatever the lengths, 0: never
+KEEP_HEAP_VARIABLE = "MTBIO_KEEP_FREED_HEAP"  # 0: leave glibc's thresholds as they are
 GLIBC_HEAP_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-KEEP_HEAP_FROM_TOKENS = 512
 HEAP_KEPT_BYTES = 2**30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 
@@ -51,13 +52,11 @@ def bound_host_memory(mixed_precision: str | None = None) -> None:
     os.environ.setdefault(IDEEP_CACHE_VARIABLE, "1")
 
 
-def keep_freed_heap(longest_tokens: int) -> bool:
-    """For a run whose tasks reach `longest_tokens`: from 512 on, have glibc serve blocks up to 1 GiB from its
-    heap and keep up to 1 GiB of it freed, so big tensors reuse pages already mapped. Returns whether it did (not
-    on other C libraries, nor where glibc's own variables are set; MTBIO_KEEP_FREED_HEAP=1/0 forces it on/off).
-    It holds for the rest of the process."""
-    wanted = os.environ.get(KEEP_HEAP_VARIABLE)
-    if wanted == "0" or (wanted != "1" and longest_tokens < KEEP_HEAP_FROM_TOKENS):
+def keep_freed_heap() -> bool:
+    """Have glibc serve blocks up to 1 GiB from its heap and keep up to 1 GiB of it freed, so big tensors reuse
+    pages already mapped. Returns whether it did (not on other C libraries, nor where glibc's own variables are set
+    or MTBIO_KEEP_FREED_HEAP=0). It holds for the rest of the process."""
+    if os.environ.get(KEEP_HEAP_VARIABLE) == "0":
         return False
     if any(v in os.environ for v in GLIBC_HEAP_VARIABLES) or platform.libc_ver()[0] != "glibc":
         return False

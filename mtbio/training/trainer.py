@@ -199,7 +199,7 @@ class Trainer:
         self.pad_id = int(tokenizer.pad_token_id or 0)
         self.accelerator = accelerator
         if accelerator.device.type == "cpu":
-            keep_freed_heap(max((config.max_length or d.task.max_length for d in data.values()), default=0))
+            keep_freed_heap()
         self.on_best = on_best
         self.state = TrainerState()  # the one state: the engine advances it, checkpoints save it, resume replaces it
         self._stop_signal: int | None = None
