@@ -3,11 +3,10 @@
 The gradient of a vocabulary's embeddings is a dense matrix (30,522 x 384 floats, 47 MB, for MiniLM) that autograd
 allocates afresh at every backward pass and the optimizer's `zero_grad(set_to_none=True)` frees. On a CPU a block
 that large lies above glibc's mmap threshold (32 MiB at most), so each step maps it anew and faults in every page:
-about 11,000 page faults and 15-25 ms a step of a BC5CDR-chem fine-tune (4% of the step, 2-3% of a refine on one
-thread; docs/speed.md). `reuse_embedding_grad(encoder)` keeps the freed gradient and hands it back, zeroed, to the
-next backward pass, where autograd takes it as the new gradient: the same values (the same `index_add_` as
-`torch.nn.functional.embedding`'s backward, tested bit for bit), hooks and distributed reduction as before, for one
-gradient's memory held between steps.
+about 11,000 page faults and 19 ms of a 610 ms step of a BC5CDR-chem bf16 fine-tune on one thread (docs/speed.md).
+`reuse_embedding_grad(encoder)` keeps the freed gradient and hands it back, zeroed, to the next backward pass, and
+autograd accumulates it as it would a new one: the same values (the same `index_add_` as
+`torch.nn.functional.embedding`'s backward; tested bit for bit), for one gradient's memory held between steps.
 """
 from __future__ import annotations
 
