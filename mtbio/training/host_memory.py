@@ -25,9 +25,9 @@ the next such block faults every page in again, and it returns freed space at th
 thread's heap) to the system, so the next step faults it in again. So CPU training has glibc serve blocks up to
 1 GiB from its heap and keep up to 1 GiB of it freed (`keep_freed_heap`): 512-token fp32 training ran x1.10-1.16
 faster at a peak within 3%, a refine with NLI4CT (512 tokens) x1.05 faster at a x0.98 peak, and a BC5CDR-chem fp32
-fine-tune on two threads (128 tokens; ~30,000 page faults a step without it) x1.04 faster at the same peak. The
-4-task bf16 refine (at most 256 tokens) showed no difference that two pairs of runs could tell (x0.97 and x1.02 the
-speed, x1.04 and x1.02 the peak; docs/speed.md, "Memory on a CPU").
+fine-tune on two threads (128 tokens; 7,300-44,000 page faults a step without it) x1.04 faster at the same peak.
+The 4-task bf16 refine (at most 256 tokens) showed no difference that two pairs of runs could tell (x0.97 and
+x1.02 the speed, x1.04 and x1.02 the peak; docs/speed.md, "Memory on a CPU").
 """
 from __future__ import annotations
 
