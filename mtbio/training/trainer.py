@@ -198,16 +198,15 @@ class Trainer:
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id or 0)
         self.accelerator = accelerator
-        if accelerator.device.type == "cpu":
-            keep_freed_heap()
         self.on_best = on_best
         self.state = TrainerState()  # the one state: the engine advances it, checkpoints save it, resume replaces it
         self._stop_signal: int | None = None
         self.read_every = read_interval(accelerator.device)  # optimizer steps between host reads of the losses
 
         lengths = {name: d.splits["train"].lengths for name, d in data.items()}
-        if accelerator.device.type == "cpu":  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
-            use_bit_dropout(model)
+        if accelerator.device.type == "cpu":
+            keep_freed_heap()  # big tensors reuse pages already mapped
+            use_bit_dropout(model)  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             fuse_qkv(model.encoder)  # one projection product instead of three (measured on a CPU only)
             reuse_embedding_grad(model.encoder)  # no page faults for a fresh 47 MB gradient every step
         packed = packed_tasks(config, model, self.pad_id)
