@@ -92,7 +92,8 @@ def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdi
 def against_best_peak(result: dict[str, Any]) -> None:
     """Every run's efficiency against the highest matmul peak measured in this benchmark for its precision (a
     measurement on a cold or busy machine reads low: the peak drifted from 89 to 173 GFLOP/s in one run), over
-    the cells' wall time and over the command's; the baseline's from the first run's useful FLOPs (the same cells)."""
+    the cells' wall time and over the command's; the baseline's from the first run's useful FLOPs (the same cells)
+    and against the same peak."""
     best = highest_peaks([result["matmul_peak_flops_per_second"], *(
         entry.get("matmul_peak_after", {}) for entry in [result.get("baseline", {}), *result["runs"]])])
     for entry in result["runs"]:
@@ -100,9 +101,12 @@ def against_best_peak(result: dict[str, Any]) -> None:
         entry["efficiency"] = entry["useful_flops"] / (entry["wall_seconds"] * peak)
         entry["command_efficiency"] = entry["useful_flops"] / (entry["command_wall_seconds"] * peak)
     if "baseline" in result and result["runs"]:
-        first = result["runs"][0]
-        result["baseline"]["command_efficiency"] = first["useful_flops"] / (
-            result["baseline"]["command_wall_seconds"] * first["peak_flops_per_second"])
+        baseline, first = result["baseline"], result["runs"][0]
+        baseline["command_efficiency"] = first["useful_flops"] / (
+            baseline["command_wall_seconds"] * first["peak_flops_per_second"])
+        if "wall_seconds" in baseline:  # its cells recorded their cost: over their wall, against the same peak
+            baseline["peak_flops_per_second"] = first["peak_flops_per_second"]
+            baseline["efficiency"] = first["useful_flops"] / (baseline["wall_seconds"] * first["peak_flops_per_second"])
 
 
 def main() -> None:

@@ -33,6 +33,23 @@ def test_bit_dropout_keeps_one_minus_p_and_rescales() -> None:
     assert torch.equal(bit_dropout(x, 0.1), out)  # seeded by torch's generator
 
 
+def test_keep_mask_is_the_documented_bit_stream() -> None:
+    """Element i is kept where the i-th int16 of PCG64's raw words (seeded by one draw from torch's generator) is
+    at least round(p * 65536) - 32768: a faster mask must draw the same one, or seeded studies change."""
+    import numpy as np
+
+    torch.manual_seed(7)
+    seed = int(torch.randint(0, 2**62, (1,)))
+    words = np.random.Generator(np.random.PCG64(seed)).bit_generator.random_raw(4)  # 16 int16s, 13 used
+    expected = torch.tensor([int(v) >= round(0.3 * 65536) - 32768 for v in words.view(np.int16)[:13]])
+    torch.manual_seed(7)
+    keep = cpu_dropout.keep_mask(torch.Size((13,)), 0.3, torch.device("cpu"))
+    assert keep.dtype == torch.bool and torch.equal(keep, expected)
+    torch.manual_seed(7)
+    x = torch.arange(1.0, 14.0, dtype=torch.bfloat16)
+    assert torch.equal(bit_dropout(x, 0.3), x * expected.to(torch.bfloat16) * torch.tensor(1 / 0.7, dtype=x.dtype))
+
+
 def test_attention_path_is_sdpa_up_to_the_dropout_mask() -> None:
     torch.manual_seed(0)
     query, key, value = (torch.randn(2, 2, 5, 8) for _ in range(3))

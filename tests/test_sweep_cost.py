@@ -68,6 +68,9 @@ def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_enc
     assert run["speedup_over_baseline"] == pytest.approx(baseline["command_wall_seconds"] / run["command_wall_seconds"])
     measured = [result["matmul_peak_flops_per_second"], baseline["matmul_peak_after"], run["matmul_peak_after"]]
     assert run["peak_flops_per_second"] == max(m["fp32"] for m in measured)  # the highest peak measured
-    for side in (baseline, run):  # the same cells' FLOPs over each command's wall time
+    for side in (baseline, run):  # the same cells' FLOPs over each command's wall time and each cells' wall time
         assert side["command_efficiency"] == pytest.approx(
             run["useful_flops"] / (side["command_wall_seconds"] * run["peak_flops_per_second"]))
+        assert side["peak_flops_per_second"] == run["peak_flops_per_second"]
+        assert side["efficiency"] == pytest.approx(
+            run["useful_flops"] / (side["wall_seconds"] * run["peak_flops_per_second"]))
