@@ -97,16 +97,19 @@ def against_best_peak(result: dict[str, Any]) -> None:
     best = highest_peaks([result["matmul_peak_flops_per_second"], *(
         entry.get("matmul_peak_after", {}) for entry in [result.get("baseline", {}), *result["runs"]])])
     for entry in result["runs"]:
-        peak = entry["peak_flops_per_second"] = best[entry["precision"]]
-        entry["efficiency"] = entry["useful_flops"] / (entry["wall_seconds"] * peak)
-        entry["command_efficiency"] = entry["useful_flops"] / (entry["command_wall_seconds"] * peak)
+        _efficiencies(entry, entry["useful_flops"], best[entry["precision"]])
     if "baseline" in result and result["runs"]:
-        baseline, first = result["baseline"], result["runs"][0]
-        baseline["command_efficiency"] = first["useful_flops"] / (
-            baseline["command_wall_seconds"] * first["peak_flops_per_second"])
-        if "wall_seconds" in baseline:  # its cells recorded their cost: over their wall, against the same peak
-            baseline["peak_flops_per_second"] = first["peak_flops_per_second"]
-            baseline["efficiency"] = first["useful_flops"] / (baseline["wall_seconds"] * first["peak_flops_per_second"])
+        first = result["runs"][0]
+        _efficiencies(result["baseline"], first["useful_flops"], first["peak_flops_per_second"])
+
+
+def _efficiencies(entry: dict[str, Any], flops: float, peak: float) -> None:
+    """`flops` over `entry`'s command wall time × `peak`, and over its cells' wall time where its cells recorded
+    their cost (an older mtbio's may not)."""
+    entry["command_efficiency"] = flops / (entry["command_wall_seconds"] * peak)
+    if "wall_seconds" in entry:
+        entry["peak_flops_per_second"] = peak
+        entry["efficiency"] = flops / (entry["wall_seconds"] * peak)
 
 
 def main() -> None:
