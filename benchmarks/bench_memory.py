@@ -66,6 +66,10 @@ SETTINGS: dict[str, dict[str, str]] = {
     # batch widths rounded up to a multiple of 8: fewer distinct matmul shapes, so fewer cached primitives
     "oneDNN cache 1024 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
     "oneDNN cache 256 + widths to 8": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"},
+    # a cache that holds about one step's primitives: reused by the six layers of a step, made again when a batch
+    # shape comes back, so cached primitives do not outlive the steps around them by long
+    "oneDNN cache 32": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+    "oneDNN cache 64": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"},
     # widths rounded up to a multiple of 32: a quarter of bf16's shapes (the guess: freed activations of one long
     # batch then fit the next one's more often, so glibc's heap fragments less), at the price of padded work
     "widths to 32": {},
@@ -151,8 +155,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=1.0, help="seconds between samples")
     parser.add_argument("--log-every", type=int, default=5, help="the refine's --log-every: how finely samples "
                                                                  "know their step")
-    parser.add_argument("--settings", help="comma-separated names of SETTINGS to run (default: all, + jemalloc and "
-                                           "tbbmalloc where installed)")
+    parser.add_argument("--settings", help="comma-separated names of SETTINGS to run, the first as the baseline "
+                                           "(default: all, + jemalloc and tbbmalloc where installed)")
     parser.add_argument("--name", default="bench_memory")
     args = parser.parse_args()
     settings = dict(SETTINGS)
@@ -166,7 +170,7 @@ def main() -> None:
         settings["tbbmalloc keeping blocks from 1 MiB"] = {**settings["tbbmalloc"],
                                                          "TBB_MALLOC_SET_HUGE_OBJECT_THRESHOLD": str(2**20)}
     if args.settings:
-        settings = {k: v for k, v in settings.items() if k in args.settings.split(",")}
+        settings = {k: settings[k] for k in args.settings.split(",") if k in settings}  # in the order given
     result: dict[str, Any] = {"machine": machine(), "tasks": args.tasks, "max_train_examples": args.max_train_examples,
                               "max_steps": args.max_steps, "runs": []}
     for name, extra in settings.items():

@@ -468,8 +468,9 @@ def test_task_examples_caps_one_task_beside_the_others() -> None:
 
 def test_training_on_a_cpu_sizes_the_onednn_primitive_cache_unless_the_environment_sets_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """oneDNN caches buffers per batch shape and the resident memory grows with it: off in fp32, 256 primitives
-    in bf16, whose CPU matmuls need it; ideep's second cache one entry (mtbio/training/host_memory.py)."""
+    """oneDNN caches buffers per batch shape and the resident memory grows with it: off in fp32; in bf16, whose CPU
+    matmuls need it, 256 primitives on a CPU with AMX and 32 on others; ideep's second cache one entry
+    (mtbio/training/host_memory.py)."""
     from mtbio.training import trainer
     from mtbio.training.host_memory import CACHE_VARIABLE, IDEEP_CACHE_VARIABLE, bound_host_memory
 
@@ -479,8 +480,11 @@ def test_training_on_a_cpu_sizes_the_onednn_primitive_cache_unless_the_environme
     trainer.make_accelerator("no")
     assert os.environ[CACHE_VARIABLE] == "0"
     monkeypatch.delenv(CACHE_VARIABLE)
-    bound_host_memory("bf16")
-    assert os.environ[CACHE_VARIABLE] == "256" and os.environ[IDEEP_CACHE_VARIABLE] == "1"
+    for amx, primitives in ((True, "256"), (False, "32")):
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+        monkeypatch.delenv(CACHE_VARIABLE, raising=False)
+        bound_host_memory("bf16")
+        assert os.environ[CACHE_VARIABLE] == primitives and os.environ[IDEEP_CACHE_VARIABLE] == "1"
     monkeypatch.setenv(CACHE_VARIABLE, "1024")
     monkeypatch.setenv(IDEEP_CACHE_VARIABLE, "64")
     trainer.make_accelerator("no")
@@ -584,3 +588,29 @@ def test_trace_memory_records_every_step_of_a_real_refine(tiny_encoder: str, tmp
     assert [row["step"] for row in result["steps"]] == [1, 2, 3]
     for row in result["steps"]:
         assert row["batch"][0] in ("demo-ner", "demo-sts") and row["heap_in_use_mb"] > 0 and row["rss_mb"] > 0
+
+
+@pytest.mark.parametrize("scale", [0.01, 10.0, float("nan")])
+def test_cpu_clipping_is_torchs_and_skips_the_pass_that_would_multiply_by_one(scale: float) -> None:
+    """The step engine's clipping on a CPU gives torch's `clip_grad_norm_` gradients to the bit (clipped, not
+    clipped, non-finite) and leaves the gradients untouched when the coefficient is 1."""
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+
+    from mtbio.training.step_engine import StepEngine
+
+    torch.manual_seed(0)
+    model, reference = torch.nn.Linear(16, 8), torch.nn.Linear(16, 8)
+    for mine, theirs in zip(model.parameters(), reference.parameters()):
+        mine.grad = torch.randn(mine.shape) * scale
+        theirs.grad = mine.grad.clone()
+    versions = [p.grad._version for p in model.parameters()]
+    engine = SimpleNamespace(accelerator=Accelerator(cpu=True), model=model, config=SimpleNamespace(max_grad_norm=1.0))
+    norm = StepEngine._clip_gradients(engine)
+    expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+    assert torch.equal(norm, expected) or (norm.isnan() and expected.isnan())
+    for mine, theirs in zip(model.parameters(), reference.parameters()):
+        assert torch.equal(mine.grad, theirs.grad) or (mine.grad.isnan().all() and theirs.grad.isnan().all())
+    touched = [p.grad._version != v for p, v in zip(model.parameters(), versions)]
+    assert touched == [scale != 0.01] * 2

@@ -5,12 +5,13 @@ shape it has seen, 1,024 by default. mtbio's batches are cut to their longest ro
 shapes, and the cache (and the glibc heap around it) grows for hundreds of steps: a 4-task refine climbed to
 4.1 GB resident with it and stayed flat at 1.3-1.4 GB without it (benchmarks/bench_memory.py, docs/speed.md).
 So fp32 training on a CPU switches the cache off. bf16 on a CPU runs its matmuls in oneDNN and loses almost
-half its speed without the cache (x0.55 on an AMX Xeon), so bf16 keeps a small cache (256 primitives) and rounds
-training batch widths up to 8 (`mtbio.data.collate.pad_multiple_for`), which cuts the shapes a run meets
-about threefold: on the AMX Xeon, BC5CDR-chem bf16 trained x1.8 faster than with the cache off at +5% peak
-memory. On an AVX512-BF16 EPYC the 4-task bf16 refine ran x1.07-1.13 faster with it, but peaked x1.3-1.4 higher
-and rose late in the run (a trace suggests the cached primitives, made as new batch shapes come, pin freed heap);
-a run that needs flat memory more than speed sets ONEDNN_PRIMITIVE_CACHE_CAPACITY=0.
+half its speed without the cache (x0.55 on an AMX Xeon), so bf16 keeps a cache and rounds training batch widths
+up to 8 (`mtbio.data.collate.pad_multiple_for`), which cuts the shapes a run meets about threefold. On the AMX
+Xeon a cache of 256 primitives trained BC5CDR-chem bf16 x1.8 faster than with the cache off at +5% peak memory,
+and AMX CPUs keep 256. On an AVX512-BF16 EPYC, 256 peaked x1.3-1.4 higher than the cache off and rose late in the
+run (cached primitives, made as new batch shapes come, pin freed heap), while 32 primitives (about one step's:
+the six layers of a step reuse them) ran the 4-task bf16 refine as fast as 256 at x0.82 its peak, within 34 MB
+of flat after the second fifth of its steps (two runs each); so CPUs without AMX keep 32 (not measured on AMX).
 
 PyTorch's oneDNN wrapper (ideep) keeps a second cache of bf16 matmul primitives, one per shape, up to
 `LRU_CACHE_CAPACITY` (1,024 by default), beside oneDNN's own. In the 4-task bf16 refine it grew the heap in use
@@ -36,7 +37,7 @@ import os
 import platform
 
 CACHE_VARIABLE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-BF16_CACHE = "256"
+BF16_CACHE = {"amx": "256", "other": "32"}  # primitives kept in bf16 training, by CPU kind (measured on each)
 IDEEP_CACHE_VARIABLE = "LRU_CACHE_CAPACITY"
 KEEP_HEAP_VARIABLE = "MTBIO_KEEP_FREED_HEAP"  # 0: leave glibc's thresholds as they are
 GLIBC_HEAP_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
@@ -45,11 +46,19 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (ma
 
 
 def bound_host_memory(mixed_precision: str | None = None) -> None:
-    """Size oneDNN's primitive cache for CPU training in `mixed_precision` (off, or 256 for bf16) and ideep's to
-    one entry (values already in the environment win). Both are read when the first primitive is created: call
-    this before the first CPU matmul."""
-    os.environ.setdefault(CACHE_VARIABLE, BF16_CACHE if mixed_precision == "bf16" else "0")
+    """Size oneDNN's primitive cache for CPU training in `mixed_precision` (off in fp32; in bf16 256 on a CPU with
+    AMX, else 32) and ideep's to one entry (values already in the environment win). Both are read when the first
+    primitive is created: call this before the first CPU matmul."""
+    os.environ.setdefault(CACHE_VARIABLE, bf16_cache() if mixed_precision == "bf16" else "0")
     os.environ.setdefault(IDEEP_CACHE_VARIABLE, "1")
+
+
+def bf16_cache() -> str:
+    """oneDNN primitives that bf16 training keeps on this CPU (`BF16_CACHE`)."""
+    import torch
+
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return BF16_CACHE["amx" if amx else "other"]
 
 
 def keep_freed_heap() -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DistributedType
 
 from mtbio.data.collate import pad_multiple_for, to_device
 from mtbio.data.mixer import shard, split_by_length
@@ -80,7 +80,7 @@ class StepEngine:
                 skipped = True  # non-finite loss with --skip-nonfinite: drop the whole optimizer step
                 break
         if not skipped:
-            norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            norm = self._clip_gradients()
             if norm is not None:
                 self.curves.add_grad_norm(norm)
             self.optimizer.step()
@@ -88,6 +88,24 @@ class StepEngine:
         self.optimizer.zero_grad(set_to_none=True)
         state.train_seconds += time.perf_counter() - start
         return micro[-1][0]
+
+    def _clip_gradients(self) -> torch.Tensor | None:
+        """Clip the gradients to --max-grad-norm; returns their norm before clipping. Accelerate's clipping
+        multiplies every gradient by the clamped coefficient, even when it is 1, to spare a GPU a host read;
+        on a CPU the read is free, so plain CPU runs skip that pass (a no-op: x * 1.0 == x) when nothing is
+        clipped (ChemProt and BC5CDR fine-tunes: 4-7 ms of a 600-950 ms bf16 step, one thread)."""
+        acc = self.accelerator
+        if acc.device.type != "cpu" or acc.distributed_type not in (DistributedType.NO, DistributedType.MULTI_CPU) \
+                or acc.scaler is not None:
+            return acc.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
+        if not parameters:
+            return None
+        norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
+        # torch's coefficient, to the bit: NaN or infinite norms still go through (and poison the step as in torch)
+        if float(torch.clamp(self.config.max_grad_norm / (norm + 1e-6), max=1.0)) != 1.0:
+            torch.nn.utils.clip_grads_with_norm_(parameters, self.config.max_grad_norm, norm)
+        return norm
 
     def _train_step(self, task: str, indices: list[int], sync: bool, state: TrainerState) -> bool:
         """Forward and backward of one batch (run as --sub-batches length-sorted parts whose losses
