@@ -49,6 +49,18 @@ class _Group(click.Group):
             for line in str(exc).splitlines():
                 click.echo(f"error: {line}", err=True)
             sys.exit(2)
+        finally:
+            _end_process_group()
+
+
+def _end_process_group() -> None:
+    """Shut down the process group `accelerate launch` started (each process, on any exit).
+
+    Left to interpreter shutdown, gloo's worker threads can outlive Python and abort the process (SIGABRT).
+    """
+    distributed = sys.modules.get("torch.distributed")  # not imported: no group was started
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 @click.group(cls=_Group)

@@ -103,3 +103,19 @@ def test_two_processes_match_one(tmp_path: Path, data_dir: Path, tiny_encoder_no
         assert results["dev"][task] == pytest.approx(scores, abs=1e-6)
     assert sorted(p.name for p in (two_dir / "checkpoints").iterdir()) == ["step-00000004", "step-00000008"]
     assert not [p for p in two_dir.rglob("*") if p.name.endswith((".tmp", ".old")) or p.name.startswith(".tmp")]
+
+
+def test_every_command_shuts_down_its_process_group_on_success_and_on_error(tmp_path: Path) -> None:
+    """Left to interpreter exit, gloo's threads can abort a launched process; the CLI ends the group itself."""
+    import torch.distributed as dist
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+
+    data = REPO / "mtbio" / "sample_data"
+    for args, status in ((["tasks", "list", "--data-dir", str(data)], 0),
+                         (["tasks", "list", "--data-dir", str(tmp_path / "missing")], 2)):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}-{status}", rank=0, world_size=1)
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == status, result.output
+        assert not dist.is_initialized()
