@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from mtbio.model.inference import bf16_supported
 from mtbio.training.flops import cpu_fields, matmul_peak, total_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -37,7 +38,7 @@ def machine() -> dict[str, Any]:
         info["cpu_family_model"] = f"family {cpu['cpu family']} model {cpu['model']}"
     if "flags" in cpu:
         info["cpu_flags"] = " ".join(f for f in cpu["flags"].split() if f.startswith(("avx512", "amx", "avx2", "fma")))
-    info["cpu_bf16"] = bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+    info["cpu_bf16"] = bf16_supported("cpu")  # in hardware (AVX512-BF16 or AMX), not emulated
     info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the kernels ATen dispatches to
     # instruction-set caps that emulate an older CPU on this one (AVX2 only: avx2 / AVX2 / AVX2)
     caps = {v: os.environ[v] for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")

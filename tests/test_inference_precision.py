@@ -35,6 +35,28 @@ def test_auto_follows_the_training_precision_where_the_hardware_has_bf16(monkeyp
         resolve_inference_precision("fp16", "no", "cpu")
 
 
+@pytest.mark.parametrize("flags, native", [({}, False), ({"_is_avx512_bf16_supported": True}, True),
+                                           ({"_is_amx_tile_supported": True}, True)])
+def test_bf16_counts_only_in_hardware_and_training_refuses_emulated_bf16(
+        monkeypatch: pytest.MonkeyPatch, flags: dict[str, bool], native: bool) -> None:
+    """oneDNN accepts bf16 on any AVX512 CPU (a Xeon without AVX512-BF16 ran it at a fifth of fp32's speed)."""
+    import torch
+
+    from mtbio.training.trainer import make_accelerator
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        monkeypatch.setattr(torch.cpu, name, lambda value=flags.get(name, False): value, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")  # make_accelerator sizes oneDNN's cache: keep ours
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "1")
+    assert bf16_supported("cpu") is native
+    assert resolve_inference_precision("auto", "bf16", "cpu") == ("bf16" if native else "no")
+    if not native:
+        with pytest.raises(MtbioError, match="no bf16 support in hardware .AVX512-BF16 or AMX."):
+            make_accelerator("bf16")
+
+
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16 (AVX512-BF16/AMX)")
 def test_a_bf16_run_is_evaluated_and_predicted_in_bf16_and_fp32_on_request(tmp_path: Path, tiny_encoder: str) -> None:
     # trained in its own process: Accelerate's precision is fixed once per process

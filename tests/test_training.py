@@ -390,7 +390,7 @@ def test_tensorboard_event_file_holds_the_scalars_of_metrics_jsonl(tmp_path: Pat
 
 def test_accelerate_launch_precision_is_used_without_the_flag(tmp_path: Path, tiny_encoder: str) -> None:
     """`accelerate launch --mixed_precision bf16 -m mtbio finetune ...` trains in bf16 (CPUs with bf16 only)."""
-    if not getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)():
+    if not bf16_supported("cpu"):
         pytest.skip("this CPU has no bf16")
     launch = [str(Path(sys.executable).parent / "accelerate"), "launch", "--cpu", "--num_processes", "1",
               "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "-m", "mtbio"]

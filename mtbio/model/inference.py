@@ -18,10 +18,15 @@ INFERENCE_PRECISIONS = ("auto", "no", "bf16")
 
 
 def bf16_supported(device: torch.device | str) -> bool:
-    """bf16 matmuls in hardware: AVX512-BF16/AMX on a CPU, Ampere or newer on a GPU."""
+    """bf16 matmuls in hardware: AVX512-BF16 or AMX on a CPU, Ampere or newer on a GPU.
+
+    Not emulated bf16: oneDNN takes bf16 on any AVX512 CPU, but without AVX512-BF16 its bf16 matmuls ran at a
+    fifth of the fp32 speed (45 vs 225 GFLOP/s on a 2-core Xeon, family 6 model 85; docs/speed.md)."""
     if torch.device(device).type == "cuda":
-        return bool(torch.cuda.is_bf16_supported())
-    return bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    native = any(getattr(torch.cpu, name, lambda: False)() for name in ("_is_avx512_bf16_supported",
+                                                                         "_is_amx_tile_supported"))
+    return native and bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
 
 
 def resolve_inference_precision(precision: str, trained: str | None, device: torch.device | str) -> str:
@@ -33,7 +38,7 @@ def resolve_inference_precision(precision: str, trained: str | None, device: tor
     if precision == "auto":
         return "bf16" if trained == "bf16" and bf16_supported(device) else "no"
     if precision == "bf16" and not bf16_supported(device):
-        raise MtbioError(f"bf16 inference: this {torch.device(device).type} has no bf16 support; use no")
+        raise MtbioError(f"bf16 inference: this {torch.device(device).type} has no bf16 support in hardware; use no")
     return precision
 
 

@@ -141,7 +141,8 @@ def make_accelerator(mixed_precision: str | None, report_to: Sequence[Any] = (),
         raise MtbioError("--mixed-precision fp16 needs a GPU (on a CPU Accelerate silently runs fp32); use bf16 or no")
     if mixed_precision == "bf16" and not on_gpu:
         if not bf16_supported("cpu"):
-            raise MtbioError("--mixed-precision bf16: this CPU has no bf16 support; use --mixed-precision no")
+            raise MtbioError("--mixed-precision bf16: this CPU has no bf16 support in hardware (AVX512-BF16 or AMX), "
+                              "and emulated bf16 runs slower than fp32; use --mixed-precision no")
     from accelerate import DistributedDataParallelKwargs
 
     # Heads that a step does not use get no gradient; DDP must not wait for them.
