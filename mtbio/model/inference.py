@@ -20,8 +20,9 @@ INFERENCE_PRECISIONS = ("auto", "no", "bf16")
 def bf16_supported(device: torch.device | str) -> bool:
     """bf16 matmuls in hardware: AVX512-BF16 or AMX on a CPU, Ampere or newer on a GPU.
 
-    Not emulated bf16: oneDNN takes bf16 on any AVX512 CPU, but without AVX512-BF16 its bf16 matmuls ran at a
-    fifth of the fp32 speed (45 vs 225 GFLOP/s on a 2-core Xeon, family 6 model 85; docs/speed.md)."""
+    Not emulated bf16: oneDNN takes bf16 on any AVX512 CPU, but without AVX512-BF16 (a 2-core Xeon, family 6
+    model 85) its bf16 matmuls ran at 48 against 163 GFLOP/s in fp32 and training at x0.42 fp32's speed
+    (docs/speed.md)."""
     if torch.device(device).type == "cuda":
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
     native = any(getattr(torch.cpu, name, lambda: False)() for name in ("_is_avx512_bf16_supported",
