@@ -367,7 +367,8 @@ def parent(args: argparse.Namespace) -> None:
     from mtbio.training.config import RunConfig
 
     info = machine()
-    precisions = [p for p in args.precisions.split(",") if p == "no" or torch.cuda.is_available() or info["cpu_bf16"]]
+    precisions = [p for p in args.precisions.split(",")
+                  if p == "no" or (p != "none" and (torch.cuda.is_available() or info["cpu_bf16"]))]
     trainer_precisions = [p for p in args.trainer_precisions.split(",") if p != "none"]
     adapters = args.adapters.split(",")
     measured = [matmul_peaks(args.peak_seconds)]
@@ -427,7 +428,7 @@ def main() -> None:
     parser.add_argument("--task-defs", action="append", default=[], help="Extra task definition directory.")
     parser.add_argument("--encoder", default=None, help="Encoder path or name; `bert-base-random` for BERT-base.")
     parser.add_argument("--precisions", default="no,bf16",
-                        help="mtbio precisions (no, bf16, fp16); unsupported ones are skipped.")
+                        help="mtbio precisions (no, bf16, fp16; none: no mtbio side); unsupported ones are skipped.")
     parser.add_argument("--trainer-precisions", default="no", help="Trainer precisions (no, bf16, fp16; none: no "
                         "Trainer side).")
     parser.add_argument("--adapters", default="none", help="none,lora: also train mtbio with a LoRA adapter per "
