@@ -87,12 +87,13 @@ class LeanDroppedAttention(torch.autograd.Function):
         batch, heads = query.shape[:2]
         keys_t, values = _flat(key).transpose(1, 2), _flat(value)
         blocks = _blocks(query, key)
-        scores_buffer = _buffer(query, key, blocks)
+        scores_buffer, mask_buffer = _buffer(query, key, blocks), _buffer(query, key, blocks)
+        probs_buffer = _buffer(query, key, blocks, torch.float32) if query.dtype != torch.float32 else None
         outs = []
         with torch.autocast(query.device.type, enabled=False):
             for rows in blocks:
-                probs = _probs(query, keys_t, bias, rows, scale, scores_buffer)
-                dropped = _keep(probs, keep, rows, scores_buffer)
+                probs = _probs(query, keys_t, bias, rows, scale, scores_buffer, probs_buffer)
+                dropped = _keep(probs, _mask(keep, rows, mask_buffer), scores_buffer)
                 outs.append(torch.bmm(_flat(dropped), values))
         return torch.cat(outs, dim=1).mul_(1.0 / (1.0 - p)).view(batch, heads, -1, value.shape[-1])
 
@@ -107,20 +108,22 @@ class LeanDroppedAttention(torch.autograd.Function):
         grad_key = torch.zeros(keys.shape, dtype=torch.float32, device=key.device)
         grad_value = torch.zeros(values.shape, dtype=torch.float32, device=value.device)
         blocks = _blocks(query, key)
-        scores_buffer = _buffer(query, key, blocks)
-        other_buffer = _buffer(query, key, blocks)
+        scores_buffer, mask_buffer, other_buffer = (_buffer(query, key, blocks) for _ in range(3))
+        probs_buffer, grad_buffer = (_buffer(query, key, blocks, torch.float32) if query.dtype != torch.float32
+                                     else None for _ in range(2))
         with torch.autocast(query.device.type, enabled=False):
             for rows in blocks:
-                probs = _probs(query, keys_t, bias, rows, ctx.scale, scores_buffer)
+                probs = _probs(query, keys_t, bias, rows, ctx.scale, scores_buffer, probs_buffer)
+                mask = _mask(keep, rows, mask_buffer)
                 grad_rows = _flat(grad_out[:, :, rows])
-                _add_product(grad_value, _flat(_keep(probs, keep, rows, other_buffer)).transpose(1, 2), grad_rows)
+                _add_product(grad_value, _flat(_keep(probs, mask, other_buffer)).transpose(1, 2), grad_rows)
                 grad_probs = torch.bmm(grad_rows, values_t, out=_view(other_buffer, (grad_rows.shape[0],
                                                                                      *probs.shape[2:])))
-                grad_probs = grad_probs.view(probs.shape).float().mul_(_as_bytes(keep[:, :, rows]))
+                grad_probs = _to(grad_probs.view(probs.shape).mul_(mask), grad_buffer)
                 # probs · (grad - Σ grad · probs), one fused pass per row, written over grad_probs
                 grad_scores = torch.ops.aten._softmax_backward_data.out(grad_probs, probs, -1, torch.float32,
                                                                         grad_input=grad_probs)
-                grad_scores = _flat(grad_scores.to(query.dtype))
+                grad_scores = _flat(_to(grad_scores, scores_buffer))  # the scores are spent: their buffer is free
                 grad_query[:, :, rows] = torch.bmm(grad_scores, keys).view_as(grad_query[:, :, rows]).mul_(ctx.scale)
                 _add_product(grad_key, grad_scores.transpose(1, 2), _flat(query[:, :, rows]), ctx.scale)
         return (grad_query, grad_key.view(key.shape).to(key.dtype), grad_value.view(value.shape).to(value.dtype),
@@ -134,10 +137,21 @@ def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[slice]:
     return [slice(start, start + size) for start in range(0, query.shape[2], size)]
 
 
-def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[slice]) -> torch.Tensor:
-    """Flat storage, in query's dtype, for the largest block's scores."""
+def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[slice],
+            dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Flat storage, in `dtype` (default: query's), for the largest block's scores."""
     rows = blocks[0].stop - blocks[0].start
-    return torch.empty(query.shape[0] * query.shape[1] * rows * key.shape[2], dtype=query.dtype, device=query.device)
+    return torch.empty(query.shape[0] * query.shape[1] * rows * key.shape[2], dtype=dtype or query.dtype,
+                       device=query.device)
+
+
+def _to(x: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
+    """`x` converted to `buffer`'s dtype, written into it (no buffer, or the same dtype: `x` itself). On a CPU torch
+    converts each operand of a mixed-dtype elementwise operation into a new full-size tensor, so the lean path keeps
+    every elementwise operation in one dtype and converts into reused buffers."""
+    if buffer is None or buffer.dtype == x.dtype:
+        return x
+    return _view(buffer, tuple(x.shape)).copy_(x)
 
 
 def _view(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -167,23 +181,31 @@ def _add_product(total: torch.Tensor, left: torch.Tensor, right: torch.Tensor, a
 
 
 def _probs(query: torch.Tensor, keys_t: torch.Tensor, bias: torch.Tensor | None, rows: slice, scale: float,
-           buffer: torch.Tensor) -> torch.Tensor:
+           buffer: torch.Tensor, probs_buffer: torch.Tensor | None) -> torch.Tensor:
     """One block's probabilities in fp32, as (batch, heads, rows, keys): the scores computed into `buffer`, the
-    softmax in place there when the scores are fp32. `keys_t`: the keys as (batch * heads, head_dim, keys)."""
+    softmax in place there when the scores are fp32, else in `probs_buffer` (fp32). `keys_t`: the keys as
+    (batch * heads, head_dim, keys)."""
     block = query[:, :, rows]
     scores = torch.bmm(_flat(block * scale), keys_t,
                        out=_view(buffer, (keys_t.shape[0], block.shape[2], keys_t.shape[-1])))
     scores = scores.view(*block.shape[:3], keys_t.shape[-1])
     if bias is not None:
         scores.add_(bias[:, :, rows] if bias.shape[2] > 1 else bias)
-    if scores.dtype == torch.float32:
-        return torch.ops.aten._softmax.out(scores, -1, False, out=scores)
-    return torch.softmax(scores, dim=-1, dtype=torch.float32)
+    scores = _to(scores, probs_buffer)
+    return torch.ops.aten._softmax.out(scores, -1, False, out=scores)
 
 
-def _keep(probs: torch.Tensor, keep: torch.Tensor, rows: slice, buffer: torch.Tensor) -> torch.Tensor:
-    """A block's dropped probabilities (not yet scaled by 1/(1-p)) in `buffer`'s dtype, written into it."""
-    return torch.mul(probs, _as_bytes(keep[:, :, rows]), out=_view(buffer, tuple(probs.shape)))
+def _mask(keep: torch.Tensor, rows: slice, buffer: torch.Tensor) -> torch.Tensor:
+    """A block's keep mask as 0/1 in `buffer`'s dtype, written into it: converted once, used by every product."""
+    return _to(_as_bytes(keep[:, :, rows]), buffer)
+
+
+def _keep(probs: torch.Tensor, mask: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+    """A block's dropped probabilities (not yet scaled by 1/(1-p)) in `buffer`'s dtype (the mask's), written into
+    it (rounding then zeroing gives the same values as zeroing then rounding)."""
+    if probs.dtype == buffer.dtype:
+        return torch.mul(probs, mask, out=_view(buffer, tuple(probs.shape)))
+    return _to(probs, buffer).mul_(mask)
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
