@@ -55,9 +55,11 @@ class StepProfiler(Listener):
         self.table: list[dict[str, Any]] = []
         self._saved_stdout = -1
         self._verbose: Any = None
+        if warm == 0:  # the first step: profiled from here, so the run's set-up after this point counts too
+            self.on_step_end(None, Flow())
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
-        step = trainer.state.global_step
+        step = trainer.state.global_step if trainer is not None else 0
         if step == self.warm:
             self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             self.profiler.__enter__()
@@ -107,7 +109,8 @@ def main() -> None:
     parser.add_argument("--fixed-length", type=int, default=None,
                         help="Profile a synthetic task whose texts fill this many tokens instead of --tasks.")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--warm-steps", type=int, default=10)
+    parser.add_argument("--warm-steps", type=int, default=10,
+                        help="Steps before the profiled ones (0: the first step, the run's set-up included).")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--verbose-steps", type=int, default=2)
     args = parser.parse_args()

@@ -145,3 +145,36 @@ def test_the_device_encoder_packs_to_float16_and_unpacks_as_the_default_encoder(
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
     assert done.returncode == 0 and done.stdout.strip() == str(dest), done.stderr[-2000:]
+
+
+def test_device_merge_joins_sides_run_as_separate_jobs(tmp_path: Path) -> None:
+    """benchmarks/device/merge.py: two bench_train files, one side each, become one comparison whose ratios and
+    shares of the peak are those of the hand-computed figures (against the highest peak either job measured)."""
+    def result(side: str, speed: float, peaks: list[float], **extra: object) -> dict:
+        run = {"train_examples_per_second": speed, "peak_memory_mb": 1000.0 * speed, "dev": {"accuracy": 0.5}}
+        sides = {side: {"seeds": 1, "dev_mean": 0.5, "dev_sd": 0.0, "train_examples_per_second": speed,
+                        "train_real_tokens_per_second": 100 * speed, "peak_memory_mb": 1000.0 * speed,
+                        "runs": [run], **extra}}
+        return {"task": "t", "metric": "accuracy", "hyperparameters": {"lr": 1}, "seeds": [42],
+                "max_train_examples": None, "mtbio_batching": {}, "machine": {"cpu_model": "x"},
+                "matmul_peak_measurements": [{"fp32": peak} for peak in peaks], "sides": sides}
+
+    mtbio, trainer, other = tmp_path / "m" / "r.json", tmp_path / "t" / "r.json", tmp_path / "o" / "r.json"
+    for path, content in ((mtbio, result("mtbio-no", 30.0, [1e11, 2e11])),
+                          (trainer, result("trainer-no", 10.0, [1.5e11], mean_train_flops_per_example=1e9)),
+                          (other, {**result("trainer-no", 10.0, [1e11]), "task": "u"})):
+        path.parent.mkdir()
+        path.write_text(json.dumps(content))
+    script, out = ROOT / "benchmarks" / "device" / "merge.py", tmp_path / "merged.json"
+    done = subprocess.run([sys.executable, str(script), str(out), str(mtbio), str(trainer)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mtbio/Trainer ×3.00" in done.stdout
+    merged = json.loads(out.read_text())
+    assert merged["speed_ratio_fp32"] == 3.0 and merged["peak_memory_ratio_fp32"] == 3.0
+    assert merged["matmul_peak_flops_per_second"] == {"fp32": 2e11}
+    assert merged["sides"]["mtbio-no"]["fraction_of_peak"] == 30 * 1e9 / 2e11
+    assert merged["sides"]["mtbio-no"]["from_file"] == "m/r.json" and merged["merged_from"] == ["m/r.json", "t/r.json"]
+    refused = subprocess.run([sys.executable, str(script), str(out), str(mtbio), str(other)], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 1 and "differs from" in refused.stderr and "task" in refused.stderr
