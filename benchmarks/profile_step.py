@@ -56,13 +56,16 @@ class StepProfiler(Listener):
         self._saved_stdout = -1
         self._verbose: Any = None
         if warm == 0:  # the first step: profiled from here, so the run's set-up after this point counts too
-            self.on_step_end(None, Flow())
+            self._start()
+
+    def _start(self) -> None:
+        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        self.profiler.__enter__()
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
-        step = trainer.state.global_step if trainer is not None else 0
+        step = trainer.state.global_step
         if step == self.warm:
-            self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-            self.profiler.__enter__()
+            self._start()
         elif step == self.warm + self.steps:
             self.profiler.__exit__(None, None, None)
             self.table = [{"op": e.key, "self_cpu_us": e.self_cpu_time_total, "count": e.count}

@@ -32,15 +32,16 @@ def merge(paths: list[Path]) -> tuple[dict[str, Any], str]:
             raise SystemExit(f"{path}: differs from {paths[0]} in {', '.join(different)}")
     merged = {key: value for key, value in first.items() if key not in ("sides", "matmul_peak_measurements")}
     merged["sides"] = {}
-    for path, result in zip(paths, results):
+    names = [f"{path.parent.name}/{path.name}" for path in paths]
+    for path, name, result in zip(paths, names, results):
         for key, side in result["sides"].items():
             if key in merged["sides"]:
                 raise SystemExit(f"{path}: side {key} is in two inputs")
-            merged["sides"][key] = {**side, "from_file": f"{path.parent.name}/{path.name}"}
+            merged["sides"][key] = {**side, "from_file": name}
     measured = [m for result in results for m in result.get("matmul_peak_measurements", [])]
     merged["matmul_peak_measurements"] = measured
     merged["matmul_peak_flops_per_second"] = highest_peaks(measured)
-    merged["merged_from"] = [f"{path.parent.name}/{path.name}" for path in paths]
+    merged["merged_from"] = names
     line = summarise(SimpleNamespace(name=first["task"]), merged, merged["matmul_peak_flops_per_second"])
     return merged, line
 

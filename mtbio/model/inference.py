@@ -25,9 +25,13 @@ def bf16_supported(device: torch.device | str) -> bool:
     (docs/speed.md)."""
     if torch.device(device).type == "cuda":
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    native = any(getattr(torch.cpu, name, lambda: False)() for name in ("_is_avx512_bf16_supported",
-                                                                         "_is_amx_tile_supported"))
+    native = cpu_has("_is_avx512_bf16_supported") or cpu_has("_is_amx_tile_supported")
     return native and bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+
+
+def cpu_has(check: str) -> bool:
+    """One of torch.cpu's instruction-set checks (`_is_amx_tile_supported`, ...); False where this torch lacks it."""
+    return bool(getattr(torch.cpu, check, lambda: False)())
 
 
 def resolve_inference_precision(precision: str, trained: str | None, device: torch.device | str) -> str:

@@ -55,10 +55,9 @@ def bound_host_memory(mixed_precision: str | None = None) -> None:
 
 def bf16_cache() -> str:
     """oneDNN primitives that bf16 training keeps on this CPU (`BF16_CACHE`)."""
-    import torch
+    from mtbio.model.inference import cpu_has
 
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    return BF16_CACHE["amx" if amx else "other"]
+    return BF16_CACHE["amx" if cpu_has("_is_amx_tile_supported") else "other"]
 
 
 def keep_freed_heap() -> bool:
