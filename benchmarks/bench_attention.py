@@ -2,7 +2,7 @@
 
 `mtbio.model.cpu_dropout` trains attention with dropout in one of two ways: eager (the probabilities, the
 dropout mask and the dropped probabilities kept for the backward pass) or lean (only a one-byte mask kept,
-the probabilities recomputed in the backward pass, a block of query rows at a time). This times one forward
+the probabilities recomputed in the backward pass, a block of whole heads at a time). This times one forward
 and backward pass of MiniLM-shaped attention (12 heads of 32 dimensions) per path and length, the paths
 alternating, and measures each one's peak resident memory above its inputs in a fresh process. Its ratios
 choose `cpu_dropout.LEAN_FROM_LENGTH`.

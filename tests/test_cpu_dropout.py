@@ -62,17 +62,25 @@ def test_attention_path_is_sdpa_up_to_the_dropout_mask() -> None:
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch, precision: str) -> None:
+@pytest.mark.parametrize("heads_per_block", [2, 6])  # 2 of an example's 3 heads (the last block short), 2 examples
+def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch, precision: str,
+                                                                     heads_per_block: int) -> None:
     """Above LEAN_FROM_LENGTH keys the probabilities are recomputed block by block in the backward pass (into
-    buffers reused across blocks, the last block short): with the same seed (so the same dropout mask) it matches
-    the eager path, in fp32 to rounding, under bf16 autocast to bf16's rounding."""
+    buffers reused across blocks): with the same seed (so the same dropout mask) it matches the eager path, in fp32
+    to rounding, under bf16 autocast to bf16's rounding. Query and key come transposed, as from a model's heads."""
     torch.manual_seed(0)
-    query, key, value = (torch.randn(2, 3, 40, 8, requires_grad=True) for _ in range(3))
-    mask = torch.ones(2, 1, 40, 40, dtype=torch.bool)
+    query, key, value = (torch.randn(3, 40, 3, 8).transpose(1, 2).requires_grad_() for _ in range(3))
+    mask = torch.ones(3, 1, 40, 40, dtype=torch.bool)
     mask[1, :, :, 31:] = False
-    weights = torch.randn(2, 40, 3, 8)
+    mask[2, :, 25:, :] = False  # padded query rows too
+    weights = torch.randn(3, 40, 3, 8)
     module = nn.Module().train()
-    monkeypatch.setattr(cpu_dropout, "BLOCK_SCORES", 2 * 3 * 40 * 7)  # blocks of 7 query rows, the last one short
+    monkeypatch.setattr(cpu_dropout, "BLOCK_SCORES", heads_per_block * 40 * 40)
+    query_, key_ = query.detach().contiguous(), key.detach().contiguous()
+    expected_blocks = [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)), (slice(1, 2), slice(0, 2)),
+                       (slice(1, 2), slice(2, 4)), (slice(2, 3), slice(0, 2)), (slice(2, 3), slice(2, 4))] \
+        if heads_per_block == 2 else [(slice(0, 2), slice(None)), (slice(2, 4), slice(None))]
+    assert cpu_dropout._blocks(query_, key_) == expected_blocks
     results = []
     for lean_from in (41, 40):  # eager, then lean
         monkeypatch.setattr(cpu_dropout, "LEAN_FROM_LENGTH", lean_from)
