@@ -77,10 +77,13 @@ def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch,
     module = nn.Module().train()
     monkeypatch.setattr(cpu_dropout, "BLOCK_SCORES", heads_per_block * 40 * 40)
     query_, key_ = query.detach().contiguous(), key.detach().contiguous()
-    expected_blocks = [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)), (slice(1, 2), slice(0, 2)),
-                       (slice(1, 2), slice(2, 4)), (slice(2, 3), slice(0, 2)), (slice(2, 3), slice(2, 4))] \
-        if heads_per_block == 2 else [(slice(0, 2), slice(None)), (slice(2, 4), slice(None))]
-    assert cpu_dropout._blocks(query_, key_) == expected_blocks
+    blocks = [(block.heads, block.shape, block.bias.shape) for block in cpu_dropout._blocks(query_, key_, mask)]
+    # (heads of batch * heads, (examples, heads), the bias's part)
+    assert blocks == ([(slice(0, 2), (1, 2), (1, 1, 40, 40)), (slice(2, 3), (1, 1), (1, 1, 40, 40)),
+                       (slice(3, 5), (1, 2), (1, 1, 40, 40)), (slice(5, 6), (1, 1), (1, 1, 40, 40)),
+                       (slice(6, 8), (1, 2), (1, 1, 40, 40)), (slice(8, 9), (1, 1), (1, 1, 40, 40))]
+                      if heads_per_block == 2 else [(slice(0, 6), (2, 3), (2, 1, 40, 40)),
+                                                    (slice(6, 9), (1, 3), (1, 1, 40, 40))])
     results = []
     for lean_from in (41, 40):  # eager, then lean
         monkeypatch.setattr(cpu_dropout, "LEAN_FROM_LENGTH", lean_from)

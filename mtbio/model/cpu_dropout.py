@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -90,66 +90,81 @@ class LeanDroppedAttention(torch.autograd.Function):
         key, value = key.contiguous(), value.contiguous()
         ctx.save_for_backward(query, key, value, bias, keep)
         ctx.p, ctx.scale = p, scale
-        blocks = _blocks(query, key)
+        blocks = _blocks(query, key, bias)
         scores_buffer, mask_buffer = _buffer(query, key, blocks), _buffer(query, key, blocks)
         probs_buffer = _buffer(query, key, blocks, torch.float32) if query.dtype != torch.float32 else None
-        out = torch.empty((*query.shape[:3], value.shape[-1]), dtype=value.dtype, device=value.device)
+        queries, keys_t, values, masks = _flat(query), _flat(key).transpose(1, 2), _flat(value), _flat(_as_bytes(keep))
+        out = torch.empty((*queries.shape[:2], values.shape[-1]), dtype=value.dtype, device=value.device)
         with torch.autocast(query.device.type, enabled=False):
             for block in blocks:
-                probs = _probs(query, key, bias, block, scores_buffer, probs_buffer)
-                dropped = _keep(probs, _mask(keep, block, mask_buffer), scores_buffer)
-                torch.bmm(dropped, _flat(value[block]), out=_flat(out[block]))
-        return out.mul_(1.0 / (1.0 - p))
+                probs = _probs(queries, keys_t, block, scores_buffer, probs_buffer)
+                dropped = _keep(probs, _to(masks[block.heads], mask_buffer), scores_buffer)
+                torch.bmm(dropped, values[block.heads], out=out[block.heads])
+        return out.mul_(1.0 / (1.0 - p)).view(*query.shape[:3], value.shape[-1])
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         query, key, value, bias, keep = ctx.saved_tensors
         # the dropout's 1/(1-p) is applied to grad_out (head_dim values per query) instead of to the scores
-        grad_out = (grad_out.to(value.dtype) * (1.0 / (1.0 - ctx.p))).contiguous()
+        grad_out = _flat((grad_out.to(value.dtype) * (1.0 / (1.0 - ctx.p))).contiguous())
         grad_query, grad_key, grad_value = torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
-        blocks = _blocks(query, key)
+        blocks = _blocks(query, key, bias)
         scores_buffer, mask_buffer, other_buffer = (_buffer(query, key, blocks) for _ in range(3))
         probs_buffer, grad_buffer = (_buffer(query, key, blocks, torch.float32) if query.dtype != torch.float32
                                      else None for _ in range(2))
+        queries, keys, values, masks = _flat(query), _flat(key), _flat(value), _flat(_as_bytes(keep))
+        keys_t, values_t = keys.transpose(1, 2), values.transpose(1, 2)
+        grad_queries, grad_keys, grad_values = _flat(grad_query), _flat(grad_key), _flat(grad_value)
         with torch.autocast(query.device.type, enabled=False):
             for block in blocks:
-                probs = _probs(query, key, bias, block, scores_buffer, probs_buffer)
-                mask = _mask(keep, block, mask_buffer)
-                grad_rows, values = _flat(grad_out[block]), _flat(value[block])
-                grad_probs = torch.bmm(grad_rows, values.transpose(1, 2), out=_view(other_buffer, tuple(mask.shape)))
+                heads = block.heads
+                probs = _probs(queries, keys_t, block, scores_buffer, probs_buffer)
+                mask = _to(masks[heads], mask_buffer)
+                grad_rows = grad_out[heads]
+                grad_probs = torch.bmm(grad_rows, values_t[heads], out=_view(other_buffer, tuple(mask.shape)))
                 grad_probs = _to(grad_probs.mul_(mask), grad_buffer)
                 # probs · (grad - Σ grad · probs), one fused pass per row, written over grad_probs
                 grad_scores = torch.ops.aten._softmax_backward_data.out(grad_probs, probs, -1, torch.float32,
                                                                         grad_input=grad_probs)
                 grad_scores = _to(grad_scores, other_buffer)  # the products' dtype (grad_probs are spent)
                 dropped = _keep(probs, mask, scores_buffer)  # the probabilities are spent: dropped in place
-                torch.bmm(dropped.transpose(1, 2), grad_rows, out=_flat(grad_value[block]))
-                torch.bmm(grad_scores, _flat(key[block]), out=_flat(grad_query[block])).mul_(ctx.scale)
-                torch.bmm(grad_scores.transpose(1, 2), _flat(query[block]), out=_flat(grad_key[block]))
+                torch.bmm(dropped.transpose(1, 2), grad_rows, out=grad_values[heads])
+                torch.bmm(grad_scores, keys[heads], out=grad_queries[heads]).mul_(ctx.scale)
+                torch.bmm(grad_scores.transpose(1, 2), queries[heads], out=grad_keys[heads])
         return grad_query, grad_key, grad_value, None, None, None, None
 
 
-Block = tuple[slice, slice]  # (examples, heads)
+class Block(NamedTuple):
+    """A run of whole heads: a slice of (batch * heads), the (examples, heads) it spans, and its part of the bias
+    (broadcastable to (examples, heads, rows, keys)), if any."""
+    heads: slice
+    shape: tuple[int, int]
+    bias: torch.Tensor | None
 
 
-def _blocks(query: torch.Tensor, key: torch.Tensor) -> list[Block]:
+def _blocks(query: torch.Tensor, key: torch.Tensor, bias: torch.Tensor | None) -> list[Block]:
     """Runs of whole heads with about `BLOCK_SCORES` scores each (at least one head): whole examples where one
-    example's heads fit, else heads of one example."""
+    example's heads fit, else heads of one example. `bias`: (batch or 1, heads or 1, rows or 1, keys)."""
     batch, heads, rows = query.shape[:3]
     per_head = rows * key.shape[2]
     if heads * per_head <= BLOCK_SCORES:
         size = BLOCK_SCORES // (heads * per_head)
-        return [(slice(start, start + size), slice(None)) for start in range(0, batch, size)]
-    size = max(1, BLOCK_SCORES // per_head)
-    return [(slice(example, example + 1), slice(start, start + size))
-            for example in range(batch) for start in range(0, heads, size)]
+        spans = [(slice(start, min(start + size, batch)), slice(0, heads)) for start in range(0, batch, size)]
+    else:
+        size = max(1, BLOCK_SCORES // per_head)
+        spans = [(slice(example, example + 1), slice(start, min(start + size, heads)))
+                 for example in range(batch) for start in range(0, heads, size)]
+    return [Block(slice(examples.start * heads + part.start, (examples.stop - 1) * heads + part.stop),
+                  (examples.stop - examples.start, part.stop - part.start),
+                  None if bias is None else bias[examples if bias.shape[0] > 1 else slice(None),
+                                                 part if bias.shape[1] > 1 else slice(None)])
+            for examples, part in spans]
 
 
 def _buffer(query: torch.Tensor, key: torch.Tensor, blocks: list[Block],
             dtype: torch.dtype | None = None) -> torch.Tensor:
     """Flat storage, in `dtype` (default: query's), for the largest block's scores."""
-    examples, heads = blocks[0]
-    count = len(range(*examples.indices(query.shape[0]))) * len(range(*heads.indices(query.shape[1])))
+    count = blocks[0].heads.stop - blocks[0].heads.start
     return torch.empty(count * query.shape[2] * key.shape[2], dtype=dtype or query.dtype, device=query.device)
 
 
@@ -169,8 +184,8 @@ def _view(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
     """(batch, heads, rows, columns) as (batch * heads, rows, columns), for `torch.bmm`, which takes transposed
-    operands as they are (`torch.matmul` on 4-D ones copies a transposed one on every call); a view of a block
-    of whole heads of a contiguous tensor."""
+    operands as they are (`torch.matmul` on 4-D ones copies a transposed one on every call); a view of a
+    contiguous tensor."""
     return x.reshape(-1, *x.shape[2:])
 
 
@@ -181,25 +196,18 @@ def _as_bytes(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8)
 
 
-def _probs(query: torch.Tensor, key: torch.Tensor, bias: torch.Tensor | None, block: Block,
-           buffer: torch.Tensor, probs_buffer: torch.Tensor | None) -> torch.Tensor:
-    """One block's probabilities in fp32, as (heads, rows, keys): the scores (`query` already scaled) computed
-    into `buffer`, the softmax in place there when the scores are fp32, else in `probs_buffer` (fp32)."""
-    block_query, block_key = query[block], key[block]
-    shape = (*block_query.shape[:3], block_key.shape[2])
-    scores = torch.bmm(_flat(block_query), _flat(block_key).transpose(1, 2),
-                       out=_view(buffer, (shape[0] * shape[1], *shape[2:])))
-    if bias is not None:  # (batch or 1, heads or 1, rows or 1, keys)
-        examples, heads = block
-        scores.view(shape).add_(bias[examples if bias.shape[0] > 1 else slice(None),
-                                     heads if bias.shape[1] > 1 else slice(None)])
+def _probs(queries: torch.Tensor, keys_t: torch.Tensor, block: Block, buffer: torch.Tensor,
+           probs_buffer: torch.Tensor | None) -> torch.Tensor:
+    """One block's probabilities in fp32, as (heads, rows, keys): the scores (`queries` already scaled; both
+    operands flattened to (batch * heads, ...), the keys transposed) computed into `buffer`, the softmax in place
+    there when the scores are fp32, else in `probs_buffer` (fp32)."""
+    block_queries, block_keys_t = queries[block.heads], keys_t[block.heads]
+    scores = torch.bmm(block_queries, block_keys_t,
+                       out=_view(buffer, (block_queries.shape[0], block_queries.shape[1], block_keys_t.shape[2])))
+    if block.bias is not None:
+        scores.view(*block.shape, *scores.shape[1:]).add_(block.bias)
     scores = _to(scores, probs_buffer)
     return torch.ops.aten._softmax.out(scores, -1, False, out=scores)
-
-
-def _mask(keep: torch.Tensor, block: Block, buffer: torch.Tensor) -> torch.Tensor:
-    """A block's keep mask as 0/1 in `buffer`'s dtype, written into it: converted once, used by every product."""
-    return _to(_flat(_as_bytes(keep[block])), buffer)
 
 
 def _keep(probs: torch.Tensor, mask: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
