@@ -17,6 +17,7 @@ from mtbio.model.cpu_dropout import ATTENTION, BitDropout, bit_dropout, use_bit_
 
 SIZES = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
              max_position_embeddings=64)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bit_dropout_keeps_one_minus_p_and_rescales() -> None:
@@ -102,16 +103,22 @@ def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch,
         torch.testing.assert_close(got, expected, **tolerance)
 
 
-def test_bench_attention_times_and_measures_both_paths(tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_attention.py"
-    command = [sys.executable, str(script), "--lengths", "16", "--batch-size", "2", "--precisions", "fp32",
-               "--repeats", "1", "--results-dir", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120,
+@pytest.mark.parametrize("unit", [[], ["--whole-encoder", "--baseline-tree", str(ROOT)]])
+def test_bench_attention_times_and_measures_the_paths(tmp_path: Path, unit: list[str]) -> None:
+    """One attention layer, eager against lean; or the whole packaged encoder with a baseline checkout's lean path
+    (this one's, so the same code on both sides) in the alternation."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_attention.py"), "--lengths", "16", "--batch-size", "2",
+               "--precisions", "fp32", "--repeats", "1", "--results-dir", str(tmp_path), *unit]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    (row,) = json.loads((tmp_path / "bench_attention.json").read_text())["rows"]
+    result = json.loads((tmp_path / f"bench_attention{'-encoder' if unit else ''}.json").read_text())
+    (row,) = result["rows"]
     assert row["length"] == 16 and row["lean_speedup"] > 0 and row["eager"]["peak_above_inputs_mb"] >= 0
     assert "fp32 length 16: lean" in done.stdout
+    if unit:
+        assert result["unit"] == "whole encoder" and row["lean_over_baseline_paired"] > 0
+        assert row["baseline"]["seconds"] and "the baseline's lean speed" in done.stdout
 
 
 def test_use_bit_dropout_swaps_modules_and_saves_a_plain_encoder(tmp_path: Path) -> None:
