@@ -214,8 +214,6 @@ def _keep(probs: torch.Tensor, mask: torch.Tensor, buffer: torch.Tensor) -> torc
     """A block's dropped probabilities (not yet scaled by 1/(1-p)) in `buffer`'s dtype (the mask's): in place
     when `probs` has that dtype, else converted into `buffer` (rounding then zeroing gives the same values as
     zeroing then rounding). `probs` are spent either way."""
-    if probs.dtype == buffer.dtype:
-        return probs.mul_(mask)
     return _to(probs, buffer).mul_(mask)
 
 
