@@ -7,6 +7,7 @@
 #   bash examples/mtbert_biomedical.sh                   # resumes: finished cells are skipped
 #
 # Cells (one training run each): single-task/seed-S/TASK, refine/seed-S, mt-fine-tune/seed-S/TASK.
+# One process trains a row's pending cells of one seed (their start-up shared).
 # When a cell finishes, its small files (results.json, config.yaml, metrics.jsonl, tasks/) are copied
 # to RESULTS, which is committed; a cell found there is done, on this machine or a new one. The refined
 # encoder's weights are not kept there: a seed whose fine-tune cells are unfinished retrains its refine
@@ -44,29 +45,37 @@ keep() {  # copy a finished cell's small files to RESULTS
   cp "$OUT/$cell/tasks/"*.yml "$RESULTS/$cell/tasks/"
 }
 
-run_seed() {
-  local seed=$1 task pending=0
-  for task in $tasks; do
-    if ! done_cell "single-task/seed-$seed/$task"; then
-      "$MTBIO" finetune --task "$task" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
-          --output "$OUT/single-task/seed-$seed"
-      keep "single-task/seed-$seed/$task"
-    fi
-    done_cell "mt-fine-tune/seed-$seed/$task" || pending=1
-  done
-  if ! done_cell "refine/seed-$seed" || { [ $pending = 1 ] && [ ! -f "$OUT/refine/seed-$seed/encoder/config.json" ]; }; then
+pending_in() {  # the tasks whose cell under $1 (single-task or mt-fine-tune) is not in RESULTS, comma-separated
+  local task out=()
+  for task in $tasks; do done_cell "$1/seed-$seed/$task" || out+=("$task"); done
+  local IFS=,; echo "${out[*]}"
+}
+
+keep_tasks() {  # keep the cells of the listed tasks under $1
+  local task
+  for task in ${2//,/ }; do keep "$1/seed-$seed/$task"; done
+}
+
+run_seed() {  # one process per row: a row's tasks share its start-up (imports, encoder, data reading)
+  local seed=$1 todo
+  todo=$(pending_in single-task)
+  if [ -n "$todo" ]; then
+    "$MTBIO" finetune --tasks "$todo" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
+        --output "$OUT/single-task/seed-$seed"
+    keep_tasks single-task "$todo"
+  fi
+  todo=$(pending_in mt-fine-tune)
+  if ! done_cell "refine/seed-$seed" || { [ -n "$todo" ] && [ ! -f "$OUT/refine/seed-$seed/encoder/config.json" ]; }; then
     "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/refine/seed-$seed"
     keep "refine/seed-$seed"
   fi
-  for task in $tasks; do
-    if ! done_cell "mt-fine-tune/seed-$seed/$task"; then
-      # a new head on the refined encoder, as the committed cells were trained (before the refined head
-      # became fine-tuning's default start)
-      "$MTBIO" finetune --task "$task" --from "$OUT/refine/seed-$seed" --finetune-heads new --seed "$seed" "${common[@]}" \
-          --output "$OUT/mt-fine-tune/seed-$seed"
-      keep "mt-fine-tune/seed-$seed/$task"
-    fi
-  done
+  if [ -n "$todo" ]; then
+    # a new head on the refined encoder, as the committed cells were trained (before the refined head
+    # became fine-tuning's default start)
+    "$MTBIO" finetune --tasks "$todo" --from "$OUT/refine/seed-$seed" --finetune-heads new --seed "$seed" "${common[@]}" \
+        --output "$OUT/mt-fine-tune/seed-$seed"
+    keep_tasks mt-fine-tune "$todo"
+  fi
 }
 
 running=0

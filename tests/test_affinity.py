@@ -17,7 +17,7 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import affinity
 from mtbio.experiments.training_run import train_tasks
-from mtbio.reporting.affinity import compare_prediction, pruned_pairs, seed_agreement, top_k
+from mtbio.reporting.affinity import bootstrap_interval, compare_prediction, pruned_pairs, seed_agreement, top_k
 from mtbio.tasks.loading import load_catalog
 from mtbio.training.affinity import AffinityProbe, step_from
 from mtbio.training.events import Listener
@@ -206,6 +206,23 @@ def test_top_k_counts_only_targets_with_more_partners_than_k() -> None:
     assert two["targets"] == 4 and two["chance"] == pytest.approx(2 / 3)
     with pytest.raises(MtbioError, match="ordered pair"):
         compare_prediction({"nodes": [], "edges": []}, {"predictors": {"lookahead": {"edges": []}}})
+
+
+def test_bootstrap_interval_matches_scipy_on_every_resample() -> None:
+    """The intervals come from all resamples at once; each resample's Spearman and tau-b are scipy's, ties
+    included, and resamples with a constant side are left out."""
+    rng = np.random.default_rng(3)
+    x, y = rng.integers(0, 4, 9).astype(float), rng.integers(0, 3, 9).astype(float)  # many ties
+    rounds = 300
+    idx = np.random.default_rng(7).integers(0, len(x), (rounds, len(x)))
+    kept = [(x[i], y[i]) for i in idx if np.ptp(x[i]) > 0 and np.ptp(y[i]) > 0]
+    assert 0 < len(kept) < rounds
+    rho = [spearmanr(a, b).statistic for a, b in kept]
+    tau = [kendalltau(a, b).statistic for a, b in kept]
+    got = bootstrap_interval(x, y, rounds, seed=7)
+    assert got["spearman"] == pytest.approx([np.percentile(rho, 2.5), np.percentile(rho, 97.5)], abs=1e-12)
+    assert got["kendall"] == pytest.approx([np.percentile(tau, 2.5), np.percentile(tau, 97.5)], abs=1e-12)
+    assert np.isnan(bootstrap_interval(np.ones(5), y[:5], 50)["spearman"]).all()
 
 
 # ---- the commands end to end ------------------------------------------------------------------------------

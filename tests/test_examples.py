@@ -81,6 +81,9 @@ def test_mtbert_biomedical_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str
                      "mt-fine-tune/seed-2/demo-relation", "refine/seed-1", "refine/seed-2",
                      "single-task/seed-1/demo-ner", "single-task/seed-1/demo-relation",
                      "single-task/seed-2/demo-ner", "single-task/seed-2/demo-relation"]
+    for cell in cells:  # a row's tasks train in one process, each cell's config naming its own task(s)
+        config = yaml.safe_load((tmp_path / "results" / cell / "config.yaml").read_text())
+        assert config["tasks"] == (["demo-relation", "demo-ner"] if cell.startswith("refine") else [Path(cell).name])
 
     shutil.rmtree(tmp_path / "runs")  # a new machine: only the kept results
     again = _run_script("mtbert_biomedical.sh", tmp_path, train_args, **settings)

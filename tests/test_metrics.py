@@ -1,6 +1,7 @@
 """Metrics against numbers worked out by hand on tiny examples."""
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -74,6 +75,23 @@ def test_macro_f1_skips_positive_classes_absent_from_gold_and_pred() -> None:
     # only CPR:3 occurs: tp 1, fn 1 (row 1 predicted false) → F1 = 2/3; CPR:4 is left out
     assert score("macro_f1", ["CPR:3", "CPR:3"], ["CPR:3", "false"], REL) == pytest.approx(2 / 3)
     assert score("macro_f1", ["false"], ["false"], REL) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_class_f1s_equal_sklearns(seed: int) -> None:
+    """The counted F1s give sklearn's f1_score over the positive labels (macro: those present) on random labels."""
+    from sklearn.metrics import f1_score
+
+    rng = random.Random(seed)
+    labels = ["a", "b", "c", "d", "none"]
+    task = make_task("classification", labels, metric="micro_f1", negative_label="none")
+    gold = [rng.choice(labels[: 2 + seed % 3] + ["none"]) for _ in range(40)]
+    pred = [g if rng.random() < 0.5 else rng.choice(labels) for g in gold]
+    present = [x for x in labels[:4] if x in set(gold) | set(pred)]
+    assert score("micro_f1", gold, pred, task) == pytest.approx(
+        f1_score(gold, pred, labels=labels[:4], average="micro", zero_division=0), abs=1e-12)
+    assert score("macro_f1", gold, pred, task) == pytest.approx(
+        f1_score(gold, pred, labels=present, average="macro", zero_division=0), abs=1e-12)
 
 
 # ------------------------------------------------------------------------------------- multilabel

@@ -14,6 +14,7 @@ those "O"; they still count in the metric).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -285,7 +286,14 @@ def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fing
 
 def _backend_hash(backend: Any) -> str:
     """Hash of the Rust tokenizer (vocab, normalizer, …) without the per-call truncation/padding state."""
-    spec = json.loads(backend.to_str())
+    return _spec_hash(backend.to_str())
+
+
+@functools.lru_cache(maxsize=4)
+def _spec_hash(serialized: str) -> str:
+    """`_backend_hash` of a serialized tokenizer: kept, since re-sorting a 30k vocabulary costs ~60 ms a call and
+    every split of every cell asks (the serialization itself costs ~5 ms)."""
+    spec = json.loads(serialized)
     spec.pop("truncation", None)
     spec.pop("padding", None)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()

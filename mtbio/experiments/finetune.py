@@ -47,12 +47,13 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
         heads = None
     runs = []
     for task in tasks:
+        own = config.model_copy(update={"tasks": [task.name], "domain": None})  # each run's config.yaml: its task
         if config.seeds and config.seeds > 1:  # --seeds K: <base>/<task>/seed-<s>/ for s = seed .. seed+K-1
-            plan = [(base / task.name / f"seed-{seed}", config.model_copy(update={"seed": seed}))
+            plan = [(base / task.name / f"seed-{seed}", own.model_copy(update={"seed": seed}))
                     for seed in range(config.seed, config.seed + config.seeds)]
         else:
             plan = [(base / (task.name if config.from_run or config.output else f"{task.name}-seed{config.seed}"),
-                     config)]
+                     own)]
         for run_dir, run_config in plan:
             if config.resume and _finished_for_good(run_dir):
                 runs.append((run_dir, RunDir(run_dir).results()))

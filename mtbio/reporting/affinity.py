@@ -178,20 +178,28 @@ def _correlations(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(spearmanr(x, y).statistic), float(kendalltau(x, y).statistic)
 
 
+def _resampled_correlations(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spearman and Kendall's tau-b of each row pair of `x` and `y` (resamples × pairs) at once, with
+    ties as scipy's `spearmanr` (average ranks) and `kendalltau` (tau-b) treat them."""
+    from scipy.stats import rankdata
+
+    rx, ry = (r - r.mean(axis=1, keepdims=True) for r in (rankdata(x, axis=1), rankdata(y, axis=1)))
+    rho = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    sx, sy = (np.sign(v[:, :, None] - v[:, None, :]) for v in (x, y))  # both orders of each pair: ratios hold
+    tau = (sx * sy).sum(axis=(1, 2)) / np.sqrt((sx * sx).sum(axis=(1, 2)) * (sy * sy).sum(axis=(1, 2)))
+    return rho, tau
+
+
 def bootstrap_interval(x: np.ndarray, y: np.ndarray, rounds: int = BOOTSTRAP, seed: int = 0) -> dict[str, list[float]]:
     """95% percentile intervals of Spearman and Kendall over pairs resampled with replacement
     (resamples where either side is constant are left out)."""
-    rng = np.random.default_rng(seed)
-    found: list[tuple[float, float]] = []
-    for _ in range(rounds):
-        idx = rng.integers(0, len(x), len(x))
-        if np.ptp(x[idx]) > 0 and np.ptp(y[idx]) > 0:
-            found.append(_correlations(x[idx], y[idx]))
-    if not found:
+    idx = np.random.default_rng(seed).integers(0, len(x), (rounds, len(x)))
+    xs, ys = np.asarray(x, dtype=float)[idx], np.asarray(y, dtype=float)[idx]
+    varied = (np.ptp(xs, axis=1) > 0) & (np.ptp(ys, axis=1) > 0)
+    if not varied.any():
         return {"spearman": [float("nan")] * 2, "kendall": [float("nan")] * 2}
-    values = np.array(found)
-    return {name: [float(np.percentile(values[:, i], 2.5)), float(np.percentile(values[:, i], 97.5))]
-            for i, name in enumerate(("spearman", "kendall"))}
+    return {name: [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+            for name, values in zip(("spearman", "kendall"), _resampled_correlations(xs[varied], ys[varied]))}
 
 
 def top_k(predicted: dict[tuple[str, str], float], measured: dict[tuple[str, str], float], tasks: list[str],
