@@ -121,6 +121,22 @@ def test_bench_attention_times_the_paths_of_a_whole_encoder_against_a_baseline(t
     assert "fp32 length 16: lean" in done.stdout and "the baseline's lean speed" in done.stdout
 
 
+def test_bench_attention_times_one_layer_on_each_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's default unit, one attention layer, in this process (its main() is the whole-encoder test's):
+    each path's step runs and gives the same forward value."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(cpu_dropout, "LEAN_FROM_LENGTH", cpu_dropout.LEAN_FROM_LENGTH)  # each step sets it
+    import bench_attention
+
+    forward = bench_attention.one_layer(2, 16)
+    values = {}
+    for path in ("eager", "lean"):
+        assert bench_attention.step(path, forward, "fp32", None) > 0
+        torch.manual_seed(1)
+        values[path] = forward(bench_attention.attention_for(path, None)).item()
+    assert values["lean"] == pytest.approx(values["eager"], rel=1e-5)
+
+
 def test_use_bit_dropout_swaps_modules_and_saves_a_plain_encoder(tmp_path: Path) -> None:
     torch.manual_seed(0)
     encoder = BertModel(BertConfig(**SIZES, attn_implementation="sdpa"))
