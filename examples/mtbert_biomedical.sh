@@ -51,18 +51,19 @@ pending_in() {  # the tasks whose cell under $1 (single-task or mt-fine-tune) is
   local IFS=,; echo "${out[*]}"
 }
 
-keep_tasks() {  # keep the cells of the listed tasks under $1
+keep_tasks() {  # keep the finished cells of the listed tasks under $1 (all of them unless the process failed)
   local task
-  for task in ${2//,/ }; do keep "$1/seed-$seed/$task"; done
+  for task in ${2//,/ }; do [ ! -f "$OUT/$1/seed-$seed/$task/results.json" ] || keep "$1/seed-$seed/$task"; done
 }
 
 run_seed() {  # one process per row: a row's tasks share its start-up (imports, encoder, data reading)
-  local seed=$1 todo
+  local seed=$1 todo status=0
   todo=$(pending_in single-task)
   if [ -n "$todo" ]; then
     "$MTBIO" finetune --tasks "$todo" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
-        --output "$OUT/single-task/seed-$seed"
+        --output "$OUT/single-task/seed-$seed" || status=$?
     keep_tasks single-task "$todo"
+    [ $status = 0 ] || return $status
   fi
   todo=$(pending_in mt-fine-tune)
   if ! done_cell "refine/seed-$seed" || { [ -n "$todo" ] && [ ! -f "$OUT/refine/seed-$seed/encoder/config.json" ]; }; then
@@ -73,8 +74,9 @@ run_seed() {  # one process per row: a row's tasks share its start-up (imports, 
     # a new head on the refined encoder, as the committed cells were trained (before the refined head
     # became fine-tuning's default start)
     "$MTBIO" finetune --tasks "$todo" --from "$OUT/refine/seed-$seed" --finetune-heads new --seed "$seed" "${common[@]}" \
-        --output "$OUT/mt-fine-tune/seed-$seed"
+        --output "$OUT/mt-fine-tune/seed-$seed" || status=$?
     keep_tasks mt-fine-tune "$todo"
+    [ $status = 0 ] || return $status
   fi
 }
 
