@@ -10,9 +10,9 @@ verdicts, tables and plots read them from here (`metric_sign`, `metric_scale`, `
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -110,13 +110,29 @@ def _check_known(labels: Sequence[str], task: TaskDef, what: str) -> None:
         raise MtbioError(f"task '{task.name}': {what} contain unknown label(s) {unknown}")
 
 
-def _positive_labels(task: TaskDef) -> list[str]:
-    return [x for x in task.label_list if x != task.negative_label]
-
-
 def _f1(tp: int, fp: int, fn: int) -> float:
     """F1 from counts; 0.0 when it is undefined (no predicted and no gold positives)."""
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def _counts_per_label(pairs: Iterable[tuple[str | None, str | None]]) -> dict[str, list[int]]:
+    """[tp, fp, fn] per label over (gold, predicted) pairs; None is no label (a negative class, an "O" tag) and is
+    not counted. Labels found in neither side have no entry."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for g, p in pairs:
+        if g is not None and g == p:
+            counts[g][0] += 1
+            continue
+        if p is not None:
+            counts[p][1] += 1
+        if g is not None:
+            counts[g][2] += 1
+    return counts
+
+
+def _macro_f1(counts: dict[str, list[int]]) -> float:
+    """Mean F1 over the labels of `_counts_per_label`; 0.0 if there are none."""
+    return float(np.mean([_f1(*c) for c in counts.values()])) if counts else 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -180,20 +196,13 @@ def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskD
     _check(gold, pred, task, metric)
     _check_known(gold, task, "gold labels")
     _check_known(pred, task, "predictions")
-    positives = _positive_labels(task)
-    if average == "macro":
-        present = set(gold) | set(pred)
-        positives = [x for x in positives if x in present]
-        if not positives:
-            return 0.0
     # counted here rather than by sklearn's f1_score (the same numbers: tests/test_metrics.py), whose import
     # costs a second in every process that scores a run
-    gold_n, pred_n = Counter(gold), Counter(pred)
-    right = Counter(g for g, p in zip(gold, pred) if g == p)
-    counts = [(right[x], pred_n[x] - right[x], gold_n[x] - right[x]) for x in positives]
+    positive = (lambda x: None if x == task.negative_label else x)
+    counts = _counts_per_label((positive(g), positive(p)) for g, p in zip(gold, pred))
     if average == "macro":
-        return float(np.mean([_f1(*c) for c in counts]))
-    return _f1(*(sum(c[i] for c in counts) for i in range(3)))
+        return _macro_f1(counts)
+    return _f1(*(sum(c[i] for c in counts.values()) for i in range(3)))
 
 
 @register_metric("micro_f1", ("class",))
@@ -313,19 +322,8 @@ def token_macro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
     in neither gold nor pred are left out; 0.0 if no type occurs.
     """
     g, p = _tag_sequences(gold, pred, task, "token_macro_f1")
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # type -> [tp, fp, fn]
-    for gs, ps in zip(g, p):
-        for gt, pt in zip(map(_tag_type, gs), map(_tag_type, ps)):
-            if gt is not None and gt == pt:
-                counts[gt][0] += 1
-                continue
-            if pt is not None:
-                counts[pt][1] += 1
-            if gt is not None:
-                counts[gt][2] += 1
-    if not counts:
-        return 0.0
-    return float(np.mean([_f1(*c) for c in counts.values()]))
+    return _macro_f1(_counts_per_label(pair for gs, ps in zip(g, p)
+                                       for pair in zip(map(_tag_type, gs), map(_tag_type, ps))))
 
 
 @register_name_check
