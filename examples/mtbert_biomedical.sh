@@ -45,27 +45,27 @@ keep() {  # copy a finished cell's small files to RESULTS
   cp "$OUT/$cell/tasks/"*.yml "$RESULTS/$cell/tasks/"
 }
 
-pending_in() {  # the tasks whose cell under $1 (single-task or mt-fine-tune) is not in RESULTS, comma-separated
+pending_in() {  # ROW SEED: the tasks whose cell ROW/seed-SEED/TASK is not in RESULTS, comma-separated
   local task out=()
-  for task in $tasks; do done_cell "$1/seed-$seed/$task" || out+=("$task"); done
+  for task in $tasks; do done_cell "$1/seed-$2/$task" || out+=("$task"); done
   local IFS=,; echo "${out[*]}"
 }
 
-keep_tasks() {  # keep the finished cells of the listed tasks under $1 (all of them unless the process failed)
+keep_tasks() {  # ROW SEED TASKS: keep the finished cells of TASKS (all of them unless the process failed)
   local task
-  for task in ${2//,/ }; do [ ! -f "$OUT/$1/seed-$seed/$task/results.json" ] || keep "$1/seed-$seed/$task"; done
+  for task in ${3//,/ }; do [ ! -f "$OUT/$1/seed-$2/$task/results.json" ] || keep "$1/seed-$2/$task"; done
 }
 
 run_seed() {  # one process per row: a row's tasks share its start-up (imports, encoder, data reading)
   local seed=$1 todo status=0
-  todo=$(pending_in single-task)
+  todo=$(pending_in single-task "$seed")
   if [ -n "$todo" ]; then
     "$MTBIO" finetune --tasks "$todo" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
         --output "$OUT/single-task/seed-$seed" || status=$?
-    keep_tasks single-task "$todo"
+    keep_tasks single-task "$seed" "$todo"
     [ $status = 0 ] || return $status
   fi
-  todo=$(pending_in mt-fine-tune)
+  todo=$(pending_in mt-fine-tune "$seed")
   if ! done_cell "refine/seed-$seed" || { [ -n "$todo" ] && [ ! -f "$OUT/refine/seed-$seed/encoder/config.json" ]; }; then
     "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/refine/seed-$seed"
     keep "refine/seed-$seed"
@@ -75,7 +75,7 @@ run_seed() {  # one process per row: a row's tasks share its start-up (imports, 
     # became fine-tuning's default start)
     "$MTBIO" finetune --tasks "$todo" --from "$OUT/refine/seed-$seed" --finetune-heads new --seed "$seed" "${common[@]}" \
         --output "$OUT/mt-fine-tune/seed-$seed" || status=$?
-    keep_tasks mt-fine-tune "$todo"
+    keep_tasks mt-fine-tune "$seed" "$todo"
     [ $status = 0 ] || return $status
   fi
 }
