@@ -3,8 +3,8 @@ everywhere: one `WriteError` line naming the path and the reason (a full disk, a
 missing directory, safetensors' own errors), never a traceback. Files are written under a
 temporary name and renamed into place, so a failed write never leaves a torn file behind.
 
-`claim_output_dir` guards directories a user names for mtbio to fill: it refuses to replace files
-that mtbio did not write there.
+`staged_output` fills a directory a user names (an export) in one step: assembled beside it, checked, then
+renamed into place; it refuses to replace files that mtbio did not write there, or that were edited since.
 """
 from __future__ import annotations
 
@@ -216,38 +216,72 @@ def replace_dir(tmp: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def claim_output_dir(directory: Path | str, overwrite: bool = False) -> dict[str, int]:
-    """Make `directory` ready for mtbio to fill. Files in it that mtbio did not write (not listed in its
-    `.mtbio-output.json`) are refused unless `overwrite`; files an earlier mtbio command wrote there
-    may be replaced. Returns the other files' modification times, for `record_output_dir`."""
-    directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise MtbioError(f"{directory}: exists and is not a directory")
-    owned = set(owned_files(directory))
-    foreign = sorted(p.name for p in directory.iterdir() if p.name not in owned | {OWNER_FILE}) \
-        if directory.is_dir() else []
-    if foreign and not overwrite:
-        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-        raise MtbioError(f"{directory} holds files that mtbio did not write ({shown}); choose an empty or new "
-                         "directory, or pass --overwrite to replace them")
-    ensure_writable(directory / OWNER_FILE)
-    return {name: (directory / name).stat().st_mtime_ns for name in foreign}
+def _signature(path: Path) -> list[int]:
+    """Size and modification time of a file, or of every file under a directory: what an edit changes."""
+    files = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    stats = [q.stat() for q in files]
+    return [len(files), sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats), default=0)]
 
 
-def owned_files(directory: Path) -> list[str]:
-    """The names an mtbio command recorded as written into `directory`."""
+def owned_files(directory: Path) -> dict[str, list[int] | None]:
+    """The names an mtbio command recorded as written into `directory`, with their signatures when it recorded
+    them (None in a record of an older mtbio)."""
     path = Path(directory) / OWNER_FILE
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        return [str(name) for name in record.get("files", [])]
+        files = record.get("files", {})
+        return {str(n): None for n in files} if isinstance(files, list) else {str(n): s for n, s in files.items()}
     except (OSError, ValueError, AttributeError):
-        return []
+        return {}
 
 
-def record_output_dir(directory: Path | str, command: str, before: dict[str, int]) -> None:
-    """Record the files `command` wrote into `directory` (all but those of `before`, the claim's
-    snapshot, left untouched), for the next `claim_output_dir`."""
+def _foreign_files(directory: Path) -> dict[str, str]:
+    """The files in `directory` that mtbio did not write, or that were changed after it wrote them, each with why."""
+    if not directory.is_dir():
+        return {}
+    owned = owned_files(directory)
+    foreign = {}
+    for entry in sorted(directory.iterdir()):
+        if entry.name == OWNER_FILE:
+            continue
+        if entry.name not in owned:
+            foreign[entry.name] = "mtbio did not write it"
+        elif owned[entry.name] is not None and owned[entry.name] != _signature(entry):
+            foreign[entry.name] = "edited since mtbio wrote it"
+    return foreign
+
+
+@contextmanager
+def staged_output(directory: Path | str, command: str, overwrite: bool = False) -> Iterator[Path]:
+    """A new, empty directory beside `directory` to assemble an output in (`.tmp-<name>`). When the block ends,
+    the files it holds are recorded in its `.mtbio-output.json` (with their sizes and times) and it replaces
+    `directory` in one rename; if the block fails, nothing in `directory` changes and the staging is removed.
+
+    Files in `directory` that mtbio did not write, or that were edited after it wrote them, are refused before
+    the block starts unless `overwrite`; with `overwrite`, those the new output does not replace are kept."""
     directory = Path(directory)
-    names = sorted(p.name for p in directory.iterdir()
-                   if p.name != OWNER_FILE and before.get(p.name) != p.stat().st_mtime_ns)
-    write_json(directory / OWNER_FILE, {"command": command, "files": names})
+    if directory.exists() and not directory.is_dir():
+        raise MtbioError(f"{directory}: exists and is not a directory")
+    foreign = _foreign_files(directory)
+    if foreign and not overwrite:
+        shown = ", ".join(f"{name} ({why})" for name, why in list(foreign.items())[:5])
+        raise MtbioError(f"{directory} holds files mtbio must not replace: {shown}"
+                         f"{', ...' if len(foreign) > 5 else ''}; choose an empty or new directory, or pass "
+                         "--overwrite to replace them")
+    stage = fresh_dir(directory)
+    try:
+        with writing(directory):
+            yield stage
+            written = {p.name: _signature(p) for p in sorted(stage.iterdir())}
+            for name in foreign:  # --overwrite: a user's file that the new output does not replace stays
+                if name not in written:
+                    source = directory / name
+                    (shutil.copytree if source.is_dir() else shutil.copy2)(source, stage / name)
+            write_json(stage / OWNER_FILE, {"command": command, "files": written})
+            replace_dir(stage, directory)
+    except WriteError as exc:  # named by the output, not by the staging directory
+        _remove(stage)
+        raise WriteError(directory, exc.reason, "nothing in it was changed") from None
+    except BaseException:
+        _remove(stage)
+        raise

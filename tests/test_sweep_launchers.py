@@ -261,6 +261,12 @@ def test_ray_launcher_matches_the_sequential_sweep(
     assert owners == set(THREE)
 
 
+def _all_done(sweep_dir: Path) -> bool:
+    """Every cell the sweep recorded is finished and no launcher holds one (read by path, not by a walk)."""
+    cells = sweep.read_cells(sweep_dir) if (sweep_dir / "cells.json").is_file() else []
+    return bool(cells) and all(c.done and not cell_locks.lock_path(c.run_dir).exists() for c in cells)
+
+
 def test_slurm_launcher_through_submitits_local_executor(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str], sequential: dict) -> None:
     pytest.importorskip("submitit")
@@ -271,8 +277,8 @@ def test_slurm_launcher_through_submitits_local_executor(
     sweep_dir, nothing = pairwise(config, echo=lines.append)
     assert nothing is None and any(line.startswith("submitted 6 cell job(s)") for line in lines), lines
     deadline = time.time() + 300  # the jobs run on their own; pairwise returned after submitting
-    while time.time() < deadline and (len(list(sweep_dir.rglob("results.json"))) < 6 or list(sweep_dir.rglob("*.lock"))):
-        time.sleep(1)
+    while time.time() < deadline and not _all_done(sweep_dir):  # the sweep's own record, never a walk of a
+        time.sleep(1)                                              # tree the jobs are changing
     lines.clear()
     _, relations = pairwise(config, echo=lines.append)  # nothing left to submit: the relation files are written
     assert not any(line.startswith("submitted") for line in lines)

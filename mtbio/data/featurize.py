@@ -71,7 +71,7 @@ def featurize(
     """Tokenize `examples` for `task` (batched fast-tokenizer calls) into a `datasets.Dataset`."""
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("featurize needs a fast (Rust) tokenizer: word_ids() is used for tag alignment")
-    max_length = _effective_max_length(task, tokenizer, max_length)
+    max_length = effective_max_length(task, tokenizer, max_length)
     columns: dict[str, list[Any]] = {}
     chunks = range(0, len(examples), _CHUNK)
     for start in tqdm(chunks, desc=f"tokenize {task.name}", unit="chunk", leave=False, disable=len(chunks) < 4 or not bars_enabled()):
@@ -116,7 +116,8 @@ def decode_tags(
 # ---------------------------------------------------------------------------------------- internals
 
 
-def _effective_max_length(task: TaskDef, tokenizer: Any, max_length: int | None) -> int:
+def effective_max_length(task: TaskDef, tokenizer: Any, max_length: int | None) -> int:
+    """The length texts are cut at: --max-length, else the task's, capped by what the encoder can take."""
     length = max_length if max_length is not None else task.max_length
     model_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(model_max, int) and 0 < model_max < 1_000_000:
@@ -273,7 +274,7 @@ def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fing
         "task": task.model_dump(mode="json"),
         "source": source_fingerprint,
         "n_examples": n_examples,
-        "max_length": _effective_max_length(task, tokenizer, max_length),
+        "max_length": effective_max_length(task, tokenizer, max_length),
         "tokenizer": [
             str(getattr(tokenizer, "name_or_path", "")),
             len(tokenizer),

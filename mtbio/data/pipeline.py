@@ -14,7 +14,8 @@ import torch
 
 from mtbio.data.collate import collate
 from mtbio.data.example import Example
-from mtbio.data.featurize import examples_fingerprint, featurize, featurize_cached, featurize_stats
+from mtbio.data.featurize import (effective_max_length, examples_fingerprint, featurize, featurize_cached,
+                                  featurize_stats)
 from mtbio.data.split_cache import file_fingerprint
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
@@ -87,14 +88,14 @@ def load_task_split(
     fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)
                                                  else examples_fingerprint(examples))
     dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
-    _log_truncation(task, split, dataset, max_length)  # once per split, from the cache or not
+    _log_truncation(task, split, dataset, tokenizer, max_length)  # once per split, from the cache or not
     return _to_split(examples, dataset)
 
 
-def _log_truncation(task: TaskDef, split: str, dataset: Any, max_length: int | None) -> None:
+def _log_truncation(task: TaskDef, split: str, dataset: Any, tokenizer: Any, max_length: int | None) -> None:
     stats = featurize_stats(dataset)
-    if stats.truncated or stats.words_lost:
-        log.info("%s/%s: %s (max_length %d)", task.name, split, stats, max_length or task.max_length)
+    if stats.truncated or stats.words_lost:  # the length texts were really cut at
+        log.info("%s/%s: %s (max_length %d)", task.name, split, stats, effective_max_length(task, tokenizer, max_length))
 
 
 def load_task_data(
@@ -144,5 +145,5 @@ def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]])
 def featurize_raw(task: TaskDef, examples: list[Example], tokenizer: Any, max_length: int | None = None) -> SplitData:
     """Featurize unlabelled examples (prediction) without touching the cache; truncation is logged once."""
     dataset = featurize(examples, task, tokenizer, max_length or task.max_length)
-    _log_truncation(task, "input", dataset, max_length)
+    _log_truncation(task, "input", dataset, tokenizer, max_length)
     return _to_split(examples, dataset)

@@ -30,7 +30,7 @@ import torch
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
-from mtbio.fileio import claim_output_dir, record_output_dir, save_pretrained, write_text
+from mtbio.fileio import save_pretrained, staged_output, write_text
 from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
 from mtbio.run_dir import RunDir
 
@@ -45,7 +45,6 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     the adapter is merged into the encoder and `output` is a plain `AutoModelFor*` directory."""
     import transformers
 
-    before = claim_output_dir(output, overwrite)
     run = load_run(run_dir)
     if task not in run.model.heads:
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
@@ -56,40 +55,47 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     adapter = task in run.model.adapters
     if merge_adapter and not adapter:
         raise MtbioError(f"--merge-adapter: {run_dir} is not a LoRA run (its task '{task}' has no adapter)")
-    head, definition = run.model.heads[task], run.tasks[task]
-    if kind.export.layout == "sentence-transformers":
-        _save_sentence_transformer(run, task, output)
-        write_text(output / "README.md", model_card(run_dir, task, definition, kind.export.auto_class, str(output)))
-        record_output_dir(output, "mtbio export", before)
-        return output
-    cfg = head.config
+    definition = run.tasks[task]
+    peft = adapter and not merge_adapter
+    # assembled beside `output` and renamed into place only once the reloaded export computes what the run does
+    with staged_output(output, "mtbio export", overwrite) as stage:
+        if kind.export.layout == "sentence-transformers":
+            _save_sentence_transformer(run, task, stage)
+            auto_name = kind.export.auto_class
+        else:
+            auto = getattr(transformers, kind.export.auto_class)
+            model = _export_model(run, task, auto, merge_adapter)
+            base = stage / BASE_DIR if peft else stage
+            save_pretrained(model, base)
+            save_pretrained(run.tokenizer, base)
+            if peft:
+                _save_peft_adapter(model, run.model.encoder, task, stage, kind.export.auto_class)
+                save_pretrained(run.tokenizer, stage)
+            _check_same_logits(lambda: _load_export(auto, base, stage if peft else None), run, task,
+                               sample_inputs or _sample_inputs(definition))
+            auto_name = auto.__name__
+        write_text(stage / "README.md", model_card(run_dir, task, definition, auto_name, str(output), peft))
+    return output
+
+
+def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
+    """An `AutoModelFor*` holding the run's encoder (a LoRA task's base, or its adapter merged in) and the task's head."""
+    head, kind = run.model.heads[task], run.tasks[task].kind
     config = copy.deepcopy(run.model.encoder.config)
-    labels = list(cfg.labels) or ["score"]
+    labels = list(head.config.labels) or ["score"]
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
     config.num_labels = len(labels)
-    auto = getattr(transformers, kind.export.auto_class)
     if kind.export.problem_type is not None:
         config.problem_type = kind.export.problem_type
     model = auto.from_config(config)
     encoder = run.model.encoder
-    weights = (merged_state_dict(encoder, task) if merge_adapter else base_state_dict(encoder)) if adapter \
-        else encoder.state_dict()
+    weights = (merged_state_dict(encoder, task) if merge_adapter else base_state_dict(encoder)) \
+        if task in run.model.adapters else encoder.state_dict()
     _copy_weights(model, weights, head, task)
-    if kind.sentence_level and cfg.pooling == "cls":
+    if kind.sentence_level and head.config.pooling == "cls":
         _carry_cls_head(model, task)
-    peft = adapter and not merge_adapter
-    base = output / "base" if peft else output
-    save_pretrained(model, base)
-    save_pretrained(run.tokenizer, base)
-    if peft:
-        _save_peft_adapter(model, encoder, task, output, base)
-        save_pretrained(run.tokenizer, output)
-    _check_same_logits(lambda: _load_export(auto, base, output if peft else None), run, task,
-                       sample_inputs or _sample_inputs(definition))
-    write_text(output / "README.md", model_card(run_dir, task, definition, auto.__name__, str(output), peft))
-    record_output_dir(output, "mtbio export", before)
-    return output
+    return model
 
 
 def _save_sentence_transformer(run: Any, task: str, output: Path) -> None:
@@ -131,21 +137,29 @@ def _save_sentence_transformer(run: Any, task: str, output: Path) -> None:
                              f"({float(theirs):.6f} vs {float(ours):.6f}); nothing to rely on was written")
 
 
-def _save_peft_adapter(model: Any, encoder: Any, task: str, output: Path, base: Path) -> None:
+PEFT_TASK_TYPES = {"AutoModelForTokenClassification": "TOKEN_CLS", "AutoModelForSequenceClassification": "SEQ_CLS"}
+BASE_DIR = "base"  # a LoRA export's base model, beside the adapter; adapter_config.json names it by this relative path
+
+
+def _save_peft_adapter(model: Any, encoder: Any, task: str, output: Path, auto_class: str) -> None:
     """`task`'s adapter of the run's encoder as PEFT's adapter of the exported `AutoModelFor*` (whose encoder
-    sits under `base_model_prefix`), written by PEFT's `save_pretrained`."""
+    sits under `base_model_prefix`), written by PEFT's `save_pretrained`. The adapter names its task type (so
+    `AutoPeftModelFor*` loads it, the head saved with it) and its base by the relative path `base`, so a copied
+    or moved export stays whole."""
     from peft import get_peft_model
     from peft.functional import get_peft_model_state_dict, set_peft_model_state_dict
 
     config = copy.deepcopy(encoder.peft_config[task])
     config.base_model_name_or_path = None
-    wrapped = get_peft_model(model, config)
-    wrapped.peft_config["default"].base_model_name_or_path = str(base.resolve())
+    config.task_type = PEFT_TASK_TYPES[auto_class]
+    wrapped = get_peft_model(model, config)  # the task type adds the classifier as a module saved with the adapter
+    wrapped.peft_config["default"].base_model_name_or_path = BASE_DIR
     prefix = f"{PEFT_PREFIX}{model.base_model_prefix}."
     weights = {prefix + key[len(PEFT_PREFIX):]: value for key, value in adapter_tensors(encoder, task).items()}
-    if set(weights) != set(get_peft_model_state_dict(wrapped)):
+    saved = get_peft_model_state_dict(wrapped)  # the LoRA tensors, and the head copied from `model`
+    if set(weights) != {key for key in saved if "lora_" in key}:
         raise MtbioError(f"task '{task}': the adapter's weights do not fit {type(model).__name__}")
-    set_peft_model_state_dict(wrapped, weights)
+    set_peft_model_state_dict(wrapped, {**saved, **weights})
     save_pretrained(wrapped, output)
 
 
@@ -237,6 +251,8 @@ def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: lis
         with torch.no_grad():
             ours = run.model(task, **encoded).logits.float()
             theirs = exported(**encoded).logits.float()
+        if ours.numel() == theirs.numel():  # a one-output head gives [batch], its export [batch, 1]
+            ours = ours.reshape(theirs.shape)
         if ours.shape != theirs.shape or not torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4):
             raise MtbioError(f"task '{task}': the exported model's logits differ from the run's "
                              f"(max |Δ| {float((ours - theirs).abs().max()):.2e}); nothing to rely on was written")
@@ -246,31 +262,86 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-mini
 
 
 def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
-    """The hub id (or path) of the encoder the run started from, following refined encoders back to their run,
-    and the tasks those earlier runs refined it on."""
-    settings = RunDir(run_dir).config()
-    encoder = str(settings.get("encoder") or "minilm")
-    if encoder == "minilm":
+    """The hub id (or path) of the encoder the run started from, following refined encoders back to their run
+    (results.json's `encoder_source`, else config.yaml's encoder), and the tasks those earlier runs refined it on."""
+    from mtbio.model.encoder import default_encoder_path
+
+    record = RunDir(run_dir)
+    results = record.results() if record.finished else {}
+    encoder = results.get("encoder_source") or (record.config().get("encoder") if record.config_file.is_file() else None)
+    if encoder in (None, "minilm", default_encoder_path()):
         return MINILM_HUB_ID, []
-    source = Path(encoder)
+    source = Path(str(encoder))
     earlier = source.parent if RunDir(source.parent).config_file.is_file() else source
     if RunDir(earlier).config_file.is_file() and earlier.resolve() != run_dir.resolve():
         base, tasks = original_encoder(earlier)
         return base, [*tasks, *[t for t in RunDir(earlier).config().get("tasks") or [] if t not in tasks]]
-    return encoder, []
+    return str(encoder), []
 
 
 def not_learned(results: dict[str, Any], task: str) -> bool:
-    """A task the run left within a point of its trivial score (results.json's `not_learned`)."""
+    """A task the run left within a point of its trivial score, or below it (results.json's `not_learned`)."""
     return task in (results.get("not_learned") or [])
 
+
+def _banner(results: dict[str, Any], task: str) -> list[str]:
+    """The warning a card opens with when the run's own scores say the model should not be used."""
+    from mtbio.evaluation.trivial import trivial_relation
+
+    dev, trivial = (results.get("dev") or {}).get(task), (results.get("trivial") or {}).get(task)
+    if results.get("stage") == "merge" and not dev:
+        return ["**Not scored:** this merged model was never scored on dev (`mtbio merge --score dev` scores it); "
+                "nothing here says it does the task.", ""]
+    if not_learned(results, task):
+        relation = "near or below its trivial score"
+        if dev and trivial is not None:
+            metric = next(iter(dev))
+            relation = trivial_relation(float(dev[metric]), float(trivial), metric)
+        return [f"**Not learned:** this run left the task {relation}; do not use it.", ""]
+    return []
+
+
+def _run_line(run_dir: Path) -> str:
+    """One source run of a merge: its tasks, stage, steps, training examples and seed."""
+    record = RunDir(run_dir)
+    results, settings = record.results() if record.finished else {}, record.config() if record.config_file.is_file() else {}
+    examples = settings.get("max_train_examples")
+    return (f"`{run_dir}` ({', '.join(results.get('tasks') or ['?'])}; stage {results.get('stage', '?')}, "
+            f"{results.get('steps', '?')} optimizer steps, "
+            + (f"a fixed subset of {examples} training examples" if examples else "all training examples")
+            + f", seed {settings.get('seed', '?')})")
+
+
+def _provenance(run_dir: Path, task: str, results: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """The card's lines on where the weights came from: merged from runs, or trained (after a refinement)."""
+    if results.get("stage") == "merge":
+        sources = [Path(p) for p in results.get("merged_from") or []]
+        base, refined_on = original_encoder(run_dir)
+        return [f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
+                f"- **Made by** `mtbio merge` with method `{results.get('method', '?')}` (density "
+                f"{results.get('density', '?')}, weights {results.get('weights', '?')}, seed {results.get('seed', '?')}) "
+                f"from {len(sources)} runs, with no training of its own:",
+                *[f"  - {_run_line(source)}" for source in sources]]
+    base, refined_on = original_encoder(run_dir)
+    others = [t for t in (results.get("tasks") or []) if t != task]
+    return [f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}, then fine-tuned on {task}"
+                                            if refined_on else ""),
+            f"- **Trained** in stage `{results.get('stage', 'unknown')}`"
+            + (f" jointly with {', '.join(others)} (one shared encoder)" if others else "")
+            + f"; {results.get('steps', '?')} optimizer steps (best dev at step {results.get('best_step', '?')}), "
+            f"recipe `{settings.get('recipe', '?')}`, learning rate {settings.get('lr') or 'the stage default'}, "
+            f"batch size {settings.get('batch_size', '?')}, seed {settings.get('seed', '?')}, training examples per "
+            "task: " + (f"a fixed subset of {settings['max_train_examples']} (--max-train-examples)"
+                        if settings.get("max_train_examples") else "all of the train split") + "."]
 
 
 def _peft_usage(auto_class: str, output: str) -> str:
     return (f"from peft import PeftModel\nfrom transformers import {auto_class}, AutoTokenizer\n"
             f'model = PeftModel.from_pretrained({auto_class}.from_pretrained("{output}/base"), "{output}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{output}")\n'
-            "# or model.merge_and_unload() for a plain transformers model (mtbio export --merge-adapter writes one)")
+            "# or model.merge_and_unload() for a plain transformers model (mtbio export --merge-adapter writes one)\n"
+            f"# from inside the directory (its base is named by the relative path base/): "
+            f'AutoPeftModelFor{auto_class[len("AutoModelFor"):]}.from_pretrained(".")')
 
 
 def _usage(definition: Any, pair: bool, output: str) -> str:
@@ -294,8 +365,8 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
     from mtbio.data.readers import is_pair_task
 
     results = RunDir(run_dir).results() if RunDir(run_dir).finished else {}
-    settings = RunDir(run_dir).config()
-    base, refined_on = original_encoder(run_dir)
+    settings = RunDir(run_dir).config() if RunDir(run_dir).config_file.is_file() else {}
+    base, _ = original_encoder(run_dir)
     pipeline_task = definition.kind.export.pipeline
     scores = {split: results.get(split, {}).get(task) or {} for split in ("dev", "test")}
     evals = [EvalResult(task_type=pipeline_task, dataset_type=definition.name, dataset_name=definition.name,
@@ -308,33 +379,21 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
                          pipeline_tag=pipeline_task, tags=["mtbio", "biomedical", definition.name], language="en",
                          license="apache-2.0" if base == MINILM_HUB_ID else None, datasets=[definition.name],
                          eval_results=evals or None, model_name=f"mtbio-{task}")
-    others = [t for t in (results.get("tasks") or []) if t != task]
     header = [line.lstrip("# ").rstrip() for line in _task_comments(run_dir, task)]
     table = "\n".join(["| split | metric | value |", "|---|---|---|",
                        *[f"| {s} | {m} | {v:.4f} |" for s, values in scores.items() for m, v in values.items()]])
-    flag = not_learned(results, task)
     lines = [f"# {task}: {definition.description or definition.name}", "",
              f"Exported by `mtbio export` from the run `{run_dir.name}`; it loads with "
              f"{'sentence-transformers' if auto_class == 'SentenceTransformer' else 'transformers alone'} "
              f"(`{auto_class}`)." if not adapter else
              f"Exported by `mtbio export` from the LoRA run `{run_dir.name}`: a PEFT LoRA adapter (this directory) "
              f"over `{auto_class}` in `base/` (the frozen base encoder with the task's head).", "",
-             *(["**Not learned:** this run left the task within a point of its trivial score; do not use it.", ""]
-               if flag else []),
+             *_banner(results, task),
              "```python",
              *([_peft_usage(auto_class, output)] if adapter
                else [_usage(definition, is_pair_task(definition), output)]),
              "```", "",
-             f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
-             f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "
-             f"{', '.join(definition.label_list) or 'a score'}.",
-             f"- **Trained** in stage `{results.get('stage', 'unknown')}`"
-             + (f" jointly with {', '.join(others)} (one shared encoder)" if others else "")
-             + f"; {results.get('steps', '?')} optimizer steps (best dev at step {results.get('best_step', '?')}), "
-             f"recipe `{settings.get('recipe', 'mt-bert')}`, learning rate {settings.get('lr') or 'the stage default'}, "
-             f"batch size {settings.get('batch_size', '?')}, seed {settings.get('seed', '?')}, training examples per "
-             "task: " + (f"a fixed subset of {settings['max_train_examples']} (--max-train-examples)"
-                         if settings.get("max_train_examples") else "all of the train split") + ".",
+             *_provenance(run_dir, task, results, settings),
              f"- **Data:** {definition.citation or definition.name}."
              + (" No official split: train/dev/test are derived by document (see the task notes)."
                 if definition.derived_split is not None else "")

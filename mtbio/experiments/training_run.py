@@ -29,7 +29,7 @@ from accelerate.utils import set_seed
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
-from mtbio.evaluation.trivial import near_trivial, trivial_score
+from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, LoraSettings, add_adapter, load_adapter, lora_config
@@ -100,12 +100,16 @@ def _saved_config(run_dir: Path) -> dict[str, Any] | None:
     return saved if isinstance(saved, dict) and set(saved) == set(RunConfig.model_fields) else None
 
 
-def check_resume(run_dir: Path, config: RunConfig) -> None:
+def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()) -> None:
     """Before anything is written: refuse a --resume whose options differ from those the checkpoint
     was trained with (it would continue with the checkpoint's optimizer, schedule and batch plan while
-    config.yaml recorded the new ones). Run length, evaluation and logging options may change."""
+    config.yaml recorded the new ones), or whose task definitions differ from the run's `tasks/*.yml`
+    (labels, columns, files, lengths, kind options: the checkpoint's heads were trained on those). Run
+    length, evaluation and logging options may change."""
     if not config.resume or not list_checkpoints(RunDir(run_dir).checkpoints_dir):
         return
+    for task in tasks:
+        _check_same_task(run_dir, task)
     saved = _saved_config(run_dir)
     if saved is None:
         raise MtbioError(f"{run_dir}: --resume needs the run's config.yaml to check the options against")
@@ -116,6 +120,23 @@ def check_resume(run_dir: Path, config: RunConfig) -> None:
             raise MtbioError(f"--resume: {flag} is {requested[name]!r} but {run_dir} was trained with "
                              f"{saved[name]!r}; a resumed run keeps its options (drop {flag}, or give the "
                              "run's value, or choose another --output)")
+
+
+def _check_same_task(run_dir: Path, task: TaskDef) -> None:
+    """Refuse a resume whose definition of `task` is not the one the run was trained with."""
+    path = RunDir(run_dir).tasks_dir / f"{task.name}.yml"
+    try:
+        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raise MtbioError(f"{path}: --resume needs the run's copy of task '{task.name}' to check its definition "
+                         "against") from None
+    now = task.model_dump(mode="json")
+    changed = [key for key in dict.fromkeys([*now, *(saved or {})]) if (saved or {}).get(key) != now.get(key)]
+    if changed:
+        key = changed[0]
+        raise MtbioError(f"--resume: task '{task.name}' has changed since {run_dir} was trained ({key}: "
+                         f"{(saved or {}).get(key)!r} then, {now.get(key)!r} now; {path} holds the run's copy); "
+                         "restore the definition, or start a new run with another --output")
 
 
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
@@ -195,13 +216,17 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     check_run_dir(run_dir, config.resume)
-    check_resume(run_dir, config)
+    check_resume(run_dir, config, tasks)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
     tokenizer = load_tokenizer(encoder_source)
     encoder = load_encoder(encoder_source)
+    limit = max_input_tokens(encoder)
+    if config.max_length is not None and config.max_length > limit:
+        raise MtbioError(f"--max-length {config.max_length}: the encoder {encoder_source or 'MiniLM-L6'} takes at most "
+                         f"{limit} tokens (its position embeddings); give at most {limit}")
     # inputs longer than the encoder's positions are truncated (and counted), never a crash
-    tokenizer.model_max_length = min(int(tokenizer.model_max_length), max_input_tokens(encoder))
+    tokenizer.model_max_length = min(int(tokenizer.model_max_length), limit)
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     hidden = int(encoder.config.hidden_size)
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
@@ -239,8 +264,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
                                                                                   t.metric))
     for task in (t for t in tasks if t.name in not_learned):
-        log.warning("%s: not learned: dev %s %.4f is within a point of its trivial score %.4f (check the learning "
-                    "rate and the training length)", task.name, task.metric, dev[task.name][task.metric],
+        score = dev[task.name][task.metric]
+        log.warning("%s: not learned: dev %s %.4f is %s %.4f (check the learning rate and the training length)",
+                    task.name, task.metric, score, trivial_relation(score, trivial[task.name], task.metric),
                     trivial[task.name])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk

@@ -21,7 +21,7 @@ from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_st
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial
 from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, UNDECIDED, Scores, compare, correct,
-                                      summary)
+                                      summary, verdict_text)
 from mtbio.run_dir import SweepDir
 
 
@@ -291,7 +291,7 @@ def _best(options: list[tuple[str, dict[str, Any]]]) -> str:
         return "no partner"
     name, cell = max(options, key=lambda item: item[1]["delta"])
     return (f"{name} ({_pm(cell['delta'], cell['sd'], signed=True)}, {cell['verdict']})" if cell["verdict"] == IMPROVES
-            else f"none helps (best: {name} {cell['delta']:+.4f}, {cell['verdict']})")
+            else f"none helps (best: {name} {cell['delta']:+.4f}, {verdict_text(cell)})")
 
 
 def _legend(data: dict[str, Any]) -> str:
@@ -320,9 +320,8 @@ def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, A
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
         p = "" if cell["p_value"] is None else f", p {cell['p_value']:.3f}"
         adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
-        withheld = f" (no verdict: {cell['withheld']})" if cell.get("withheld") else ""
         lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
-                     f"{cell['verdict']}, {cell.get('state', '?')}{withheld}")
+                     f"{verdict_text(cell)}, {cell.get('state', '?')}")
     return lines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from mtbio.evaluation.metrics import metric_sign
-from mtbio.reporting.verdicts import IMPROVES, RULE, compare, correct, summary
+from mtbio.reporting.verdicts import IMPROVES, RULE, compare, correct, summary, verdict_text
 
 Scores = Mapping[int, float]  # seed -> the target's dev score
 
@@ -56,7 +56,7 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
     if result["verify"]:
         lines.append(f"Top {result['top']} trained as pairs with {target} (Δ of {target}'s dev {outcome['metric']}, "
                      f"{result['correction']}-adjusted):")
-        lines += [f"- {c}: {cell['delta']:+.4f}, p {_p(cell['p_adjusted'])}, {cell['verdict']}"
+        lines += [f"- {c}: {cell['delta']:+.4f}, p {_p(cell['p_adjusted'])}, {verdict_text(cell)}"
                   for c, cell in result["pairs"].items()]
     else:
         lines.append(f"--no-verify: the top {result['top']} are kept without training them as pairs.")
@@ -76,7 +76,7 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
                   for name, entry in outcome["scores"].items()]
         lines += ["", "Comparisons on test (the partners were chosen on dev):"]
     lines += ["", "| comparison | Δ | adjusted p | verdict |", "|---|---|---|---|"]
-    lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {cell['verdict']} |"
+    lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {verdict_text(cell)} |"
               for name, cell in outcome["comparisons"].items()]
     lines += ["", f"Rule: {outcome['rule']} (alpha {outcome['alpha']}, min_delta {outcome['min_delta']})."]
     return "\n".join(lines) + "\n"

@@ -31,7 +31,7 @@ from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.metrics import metric_scale, metric_sign
 from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
-from mtbio.reporting.verdicts import compare, correct
+from mtbio.reporting.verdicts import compare, correct, verdict_text
 from mtbio.run_dir import RunDir
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
@@ -295,7 +295,7 @@ def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
     p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
     if verdict.get("p_adjusted") is not None:
         p += f", adj. p={verdict['p_adjusted']:.3f}"
-    label = f"no verdict: {verdict['withheld']}" if verdict.get("withheld") else verdict["verdict"]
+    label = verdict_text(verdict)
     return f"{verdict['delta'] * 100:+.2f}{interval} ({label}{p})"
 
 

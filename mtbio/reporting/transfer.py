@@ -21,7 +21,7 @@ from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial
 from mtbio.fileio import write_json
 from mtbio.reporting.plots import plot_transfer_curves
-from mtbio.reporting.verdicts import RULE, Scores, compare, correct, summary, t_interval
+from mtbio.reporting.verdicts import RULE, Scores, compare, correct, summary, t_interval, verdict_text
 from mtbio.run_dir import SweepDir
 
 PLAIN = "plain"
@@ -135,7 +135,7 @@ def format_transfer(table: dict[str, Any]) -> str:
                 interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
                 p = "–" if cell["p_adjusted"] is None else f"{cell['p_adjusted']:.3f}"
                 text.append(f"from {name} {_pm(cell['score'])}, Δ {cell['delta']:+.4f}{interval}, p_adj {p}: "
-                            f"{cell['verdict']}" + (f" ({cell['withheld']})" if cell.get("withheld") else ""))
+                            f"{verdict_text(cell)}")
             lines.append("; ".join(text))
             for start, found in point["no_training"].items():
                 shown = ", ".join(f"{k} {v:.4f}" for k, v in found.items() if v is not None)
@@ -149,7 +149,7 @@ def format_transfer(table: dict[str, Any]) -> str:
             ci = cell["ci"]
             interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
             p = "–" if cell.get("p_adjusted") is None else f"{cell['p_adjusted']:.3f}"
-            lines.append(f"  {name}: Δ {cell['delta']:+.4f}{interval}, p_adj {p}: {cell['verdict']}")
+            lines.append(f"  {name}: Δ {cell['delta']:+.4f}{interval}, p_adj {p}: {verdict_text(cell)}")
     return "\n".join(lines)
 
 

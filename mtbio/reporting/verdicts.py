@@ -101,6 +101,17 @@ def adjust(p_values: list[float], method: str) -> list[float]:
     return out
 
 
+def verdict_text(cell: Mapping[str, Any]) -> str:
+    """A cell's verdict as every page and console line writes it: "no verdict (why)" for a cell withheld or with
+    fewer than `MIN_SEEDS` seeds, else improves / hurts / no effect."""
+    seeds = cell.get("n_seeds", MIN_SEEDS)
+    if cell.get("withheld"):
+        return f"no verdict ({cell['withheld']})"
+    if seeds < MIN_SEEDS:
+        return f"no verdict ({seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS})"
+    return str(cell["verdict"])
+
+
 def state_of(cell: Mapping[str, Any], min_delta: float) -> str:
     """decided (green, red, or the whole interval inside ±min_delta), undecided, or withheld (judged
     by the caller not to be testable, whatever the seeds)."""

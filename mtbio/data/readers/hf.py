@@ -49,11 +49,38 @@ def check(task: TaskDef) -> list[tuple[str, str]]:
 @register("hf", columns=COLUMNS, column_kind="name", options=OPTIONS, check=check)
 def read_hf(path: Path, task: TaskDef) -> Iterator[Example]:
     """The examples of one dataset split (a local file or directory, or an "hf:<split>" of reader_options.path)."""
+    if _empty_file(path):
+        raise MtbioError(f"split {_split_of(path, task)} of {path} is empty (no rows); give it examples or drop it "
+                         "from the task's files")
     dataset, source = load_split(path, task.reader_options)
+    if len(dataset) == 0:
+        raise MtbioError(f"split {_split_of(path, task)} of {source} is empty (no rows)")
     schema = task.reader_options.get("schema")
     if schema is not None:
         return examples_from_schema((row for _, row in rows(dataset, source)), schema, task, source)
     return _from_columns(dataset, task, source)
+
+
+def _empty_file(path: Path) -> bool:
+    """A local file with no rows: zero bytes, or a parquet file whose metadata counts none (`datasets` cannot
+    load either, and says so only vaguely)."""
+    if not path.is_file():
+        return False
+    if path.stat().st_size == 0:
+        return True
+    if path.suffix.lower() != ".parquet":
+        return False
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_metadata(path).num_rows == 0
+    except Exception:  # noqa: BLE001 - not a readable parquet file: load_split says why
+        return False
+
+
+def _split_of(path: Path, task: TaskDef) -> str:
+    """The name of the split `path` holds in the task's files (its file name when no split names it)."""
+    return next((split for split, name in task.files.items() if Path(str(name)).name == path.name), path.name)
 
 
 def rows(dataset: Any, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
