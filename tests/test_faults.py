@@ -154,9 +154,10 @@ def test_a_full_disk_at_results_leaves_no_results_file(tmp_path: Path, tiny_enco
 def test_a_full_disk_at_export_and_predict_output(tmp_path: Path, uninterrupted: Path,
                                                   full_disk: Callable[[str | None, int], None]) -> None:
     export = tmp_path / "export"
-    full_disk("*/export/*model.safetensors")
+    full_disk("*export/*model.safetensors")  # the export is assembled in .tmp-export beside it
     line = _one_error_line(_cli("export", uninterrupted, "--task", "demo-ner", "--output", export))
-    assert f"cannot write {export}" in line and "the disk is full" in line
+    assert f"cannot write {export}: the disk is full" in line and "nothing in it was changed" in line
+    assert not export.exists() and _leftovers(tmp_path) == []
     inputs = tmp_path / "in.txt"
     inputs.write_text("Aspirin causes rash .\n")
     out = tmp_path / "out.jsonl"
