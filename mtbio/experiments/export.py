@@ -81,6 +81,10 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
 def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     """An `AutoModelFor*` holding the run's encoder (a LoRA task's base, or its adapter merged in) and the task's head."""
     head, kind = run.model.heads[task], run.tasks[task].kind
+    if kind.sentence_level and head.config.pooling == "mean":
+        raise MtbioError(f"task '{task}' reads the mean of its tokens (pooling: mean), which no {auto.__name__} "
+                         "for these weights computes; serve it with mtbio predict or mtbio.load, or train it with "
+                         "pooling: cls to export")
     config = copy.deepcopy(run.model.encoder.config)
     labels = list(head.config.labels) or ["score"]
     config.id2label = dict(enumerate(labels))

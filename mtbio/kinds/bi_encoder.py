@@ -22,7 +22,7 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
 from mtbio.kinds.regression import mean_label
-from mtbio.model.heads import Head, HeadConfig
+from mtbio.model.heads import Head, HeadConfig, pool
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 
@@ -43,14 +43,6 @@ class BiEncoderOptions(BaseModel):
         return self
 
 
-def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """One embedding per row: [CLS]'s hidden state, or the mean over the tokens `mask` keeps."""
-    if pooling == "cls":
-        return hidden[:, 0].float()
-    weights = mask.to(hidden.device, torch.float32).unsqueeze(-1)
-    return (hidden.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-
-
 class CosineHead(Head):
     """cos(pool(text), pool(text_b)), each text encoded on its own; no weights."""
 
@@ -66,8 +58,8 @@ class CosineHead(Head):
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         if batch is None or "hidden_b" not in batch:
             raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
-        first = pool(hidden, batch["attention_mask"], self.pooling)
-        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling)
+        first = pool(hidden, batch["attention_mask"], self.pooling).float()
+        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling).float()
         return nn.functional.cosine_similarity(first, second, dim=-1)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -69,9 +69,10 @@ class TaskDef(BaseModel):
     entity_markers: Literal["keep", "strip"] = "keep"
     threshold: float = Field(0.5, gt=0, lt=1)
     dropout: float = Field(0.1, ge=0, lt=1)
-    # sentence-level heads: read [CLS] directly (MT-BERT) or the encoder's own pooler, as
-    # `AutoModelForSequenceClassification` does (BERT: [CLS] → dense → tanh)
-    pooling: Literal["cls", "pooler"] = "cls"
+    # sentence-level heads: read [CLS] directly (MT-BERT), the encoder's own pooler, as
+    # `AutoModelForSequenceClassification` does (BERT: [CLS] → dense → tanh), or the mean of the tokens
+    # (a sentence-transformers encoder's own pooling)
+    pooling: Literal["cls", "pooler", "mean"] = "cls"
     loss_weight: float = Field(1.0, gt=0)
     credentialed: bool = False
     access: str = ""
@@ -105,7 +106,7 @@ class TaskDef(BaseModel):
         kind = self.kind
         if not self.metric:
             object.__setattr__(self, "metric", kind.default_metric)
-        if self.pooling == "pooler" and not kind.sentence_level:
+        if self.pooling != "cls" and not kind.sentence_level:
             raise ValueError(f"pooling: a {self.type} head does not read one pooled position; pooling applies to "
                              "sentence-level tasks")
         if ("all" in self.files) != (self.derived_split is not None):

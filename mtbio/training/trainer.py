@@ -92,9 +92,10 @@ def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
 
 def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
     """(optimizer steps per epoch, optimizer steps in all) of a run whose mixer plans `epoch_batches`
-    batches an epoch: the one count the trainer runs and the sweep's time estimate uses."""
+    batches an epoch: the one count the trainer runs and the sweep's time estimate uses. `--max-steps` sets it;
+    else `--epochs` whole epochs, raised to `--min-steps` when they fall short (the last epoch may be partial)."""
     per_epoch = max(1, math.ceil(epoch_batches / config.grad_accum))
-    return per_epoch, config.max_steps or per_epoch * config.epochs
+    return per_epoch, config.max_steps or max(per_epoch * config.epochs, config.min_steps or 0)
 
 
 def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) -> set[str]:

@@ -15,7 +15,9 @@ from torch import nn
 from mtbio.errors import MtbioError
 from mtbio.tasks.kinds import task_kind
 
-POOLINGS = ("cls", "pooler")  # what a sentence-level head reads: [CLS]'s hidden state or the encoder's pooler
+# what a sentence-level head reads: [CLS]'s hidden state, the encoder's pooler, or the mean of its tokens (how
+# sentence-transformers encoders such as the packaged MiniLM were trained to embed a text)
+POOLINGS = ("cls", "pooler", "mean")
 
 
 @dataclass(frozen=True)
@@ -108,16 +110,30 @@ class LinearHead(Head):
         self.out = output_layer(config)
 
 
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One vector per row: [CLS]'s hidden state, or the mean over the tokens `mask` keeps (sentence-transformers'
+    mean pooling). Mean pooling sums in float32 and returns the hidden states' dtype."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    weights = mask.to(hidden.device, torch.float32).unsqueeze(-1)
+    return ((hidden.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)).to(hidden.dtype)
+
+
 class SentenceHead(LinearHead):
-    """[CLS] (or the encoder's pooler output) → dropout → linear: the sentence-level heads' shape."""
+    """[CLS], the mean of the tokens, or the encoder's pooler output → dropout → linear: the sentence-level heads'
+    shape."""
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         if self.config.pooling == "pooler":
             if pooled is None:
                 raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "
-                                 "output; use pooling: cls")
+                                 "output; use pooling: cls or mean")
             return self.out(self.dropout(pooled))
+        if self.config.pooling == "mean":
+            if batch is None or "attention_mask" not in batch:
+                raise MtbioError(f"task '{self.config.task}' sets pooling: mean, which needs the batch's attention mask")
+            return self.out(self.dropout(pool(hidden, batch["attention_mask"], "mean")))
         return self.out(self.dropout(hidden[:, 0]))
 
 
