@@ -71,8 +71,8 @@ def test_unknown_encoder_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_texts_longer_than_the_model_are_truncated_and_counted(tmp_path: Path, tiny_encoder: str) -> None:
     long_rows = "".join(f"{'word ' * 300}number {i}\t{'yes' if i % 2 else 'no'}\n" for i in range(16))
-    # --max-length 300 is more than the tiny encoder's 128 positions: truncated to 128, not a crash
-    code, output = _refine(tmp_path, tiny_encoder, GOOD_DEF, long_rows, long_rows, "--max-length", "300")
+    # a task's max_length 300 is more than the tiny encoder's 128 positions: truncated to 128, not a crash
+    code, output = _refine(tmp_path, tiny_encoder, GOOD_DEF + "max_length: 300\n", long_rows, long_rows)
     assert code == 0, output
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["truncated"]["mytask"] == {"train": 16, "dev": 16}
