@@ -70,3 +70,52 @@ def test_the_step_floor_reaches_its_steps_on_a_50_example_set(tmp_path: Path, ti
     assert max(r.get("step", 0) for r in curve) == 30
     config = (tmp_path / "floor" / "demo-relation" / "config.yaml").read_text()
     assert "min_steps: 30" in config
+
+
+def test_a_run_below_its_no_training_baselines_warns_lists_it_and_its_card_says_so(
+        tmp_path: Path, tiny_encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mtbio.experiments.training_run as training_run
+    from mtbio.model import floor
+
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(training_run, "near_trivial", lambda *args: False)  # judged on its baselines alone
+    args = ["finetune", "--task", "demo-relation", "--task-defs", str(SAMPLE_DIR / "task_defs"), "--data-dir",
+            str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
+            "--max-train-examples", "40", "--max-length", "48"]
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "run" / "demo-relation" / "results.json").read_text())
+    found = results["baselines"]["demo-relation"]
+    assert set(found) == {"probe"} and 0 <= found["probe"] <= 1  # a single-text task: the probe alone
+    dev = results["dev"]["demo-relation"]["micro_f1"]
+    assert (results["below_baselines"] == {"demo-relation": "probe"}) == (dev < found["probe"])
+    # the same start, task and data again: the baselines come from the cache, the encoder is not loaded for them
+    calls: list[int] = []
+    real = floor.probes.no_training_scores
+    monkeypatch.setattr(floor.probes, "no_training_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "again")])
+    assert result.exit_code == 0 and calls == []
+    assert json.loads((tmp_path / "again" / "demo-relation" / "results.json").read_text())["baselines"] == \
+        results["baselines"]
+    # a floor the score cannot reach: the warning line, results.json and the card all say so
+    monkeypatch.setattr(training_run, "no_training_baselines", lambda *a, **k: {"probe": 1.0})
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "below")])
+    assert result.exit_code == 0, result.output
+    assert "demo-relation: below its no-training baselines" in result.output
+    assert "a logistic regression on frozen features (probe 1.0000)" in result.output
+    run = tmp_path / "below" / "demo-relation"
+    assert json.loads((run / "results.json").read_text())["below_baselines"] == {"demo-relation": "probe"}
+    result = CliRunner().invoke(main, ["export", str(run), "--task", "demo-relation", "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "**Below its baselines:** this run's dev score is below a logistic regression on frozen features" in \
+        (tmp_path / "out" / "README.md").read_text()
+
+
+def test_below_floor_follows_the_metrics_direction() -> None:
+    from mtbio.model.floor import below_floor
+
+    assert below_floor(0.5, {"probe": 0.6, "cosine-mean": 0.7}, "accuracy") == ("cosine-mean", 0.7)
+    assert below_floor(0.8, {"probe": 0.6, "cosine-mean": 0.7}, "accuracy") is None
+    assert below_floor(0.5, {}, "accuracy") is None
+    assert below_floor(2.0, {"probe": 1.5}, "mse") == ("probe", 1.5)  # lower is better
+    assert below_floor(1.0, {"probe": 1.5}, "mse") is None

@@ -302,6 +302,14 @@ def _banner(results: dict[str, Any], task: str) -> list[str]:
             metric = next(iter(dev))
             relation = trivial_relation(float(dev[metric]), float(trivial), metric)
         return [f"**Not learned:** this run left the task {relation}; do not use it.", ""]
+    below = (results.get("below_baselines") or {}).get(task)
+    if below:
+        from mtbio.model.floor import describe_floor
+
+        floor = (results.get("baselines") or {}).get(task, {}).get(below)
+        return [f"**Below its baselines:** this run's dev score is below {describe_floor(below)} on the same data"
+                + (f" ({below} {floor:.4f})" if floor is not None else "") + "; the frozen encoder does better without "
+                "training.", ""]
     return []
 
 

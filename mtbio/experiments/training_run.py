@@ -26,6 +26,7 @@ import yaml
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
+from mtbio.data.featurize import effective_max_length
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
@@ -33,7 +34,8 @@ from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_sco
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, LoraSettings, add_adapter, load_adapter, lora_config
-from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
+from mtbio.model.encoder import default_encoder_path, load_encoder, load_tokenizer, max_input_tokens
+from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
@@ -139,6 +141,23 @@ def _check_same_task(run_dir: Path, task: TaskDef) -> None:
                          "restore the definition, or start a new run with another --output")
 
 
+def _floors(tasks: list[TaskDef], data: dict[str, TaskData], encoder_source: str | None, tokenizer: Any,
+            config: RunConfig) -> dict[str, dict[str, float]]:
+    """Each task's no-training baselines of the start encoder on the run's training subset and dev split."""
+    source = encoder_source or default_encoder_path()
+    loaded: list[Any] = []
+
+    def load() -> tuple[Any, Any]:
+        if not loaded:
+            loaded.extend([load_encoder(source).eval(), load_tokenizer(source)])
+        return loaded[0], loaded[1]
+
+    return {task.name: no_training_baselines(task, source, load, data[task.name].splits["train"].examples,
+                                             data[task.name].splits["dev"].examples,
+                                             effective_max_length(task, tokenizer, config.max_length))
+            for task in tasks if task.kind.reads in ("text", "words")}
+
+
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
     for task in tasks:
         write_text(directory / f"{task.name}.yml", yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
@@ -242,6 +261,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
+    floor = _floors(tasks, data, encoder_source, tokenizer, config) if config.baselines and accelerator.is_main_process else {}
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
@@ -268,6 +288,15 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         log.warning("%s: not learned: dev %s %.4f is %s %.4f (check the learning rate and the training length)",
                     task.name, task.metric, score, trivial_relation(score, trivial[task.name], task.metric),
                     trivial[task.name])
+    below = {}
+    for task in (t for t in tasks if t.name in dev):
+        found = below_floor(dev[task.name][task.metric], floor.get(task.name, {}), task.metric)
+        if found is not None:
+            below[task.name] = found[0]
+        if found is not None and task.name not in not_learned:  # a not-learned task has its warning already
+            log.warning("%s: below its no-training baselines: dev %s %.4f is below %s (%s %.4f); train longer or "
+                        "with the recipe's small-data settings", task.name, task.metric, dev[task.name][task.metric],
+                        describe_floor(found[0]), found[0], found[1])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
         best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
@@ -286,6 +315,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
         "not_learned": not_learned,
+        "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
+        "below_baselines": below,  # task → the baseline its dev score is below
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows

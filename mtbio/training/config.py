@@ -141,6 +141,9 @@ class RunConfig(BaseModel):
                             per_cell=True)
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
+    baselines: bool = option(True, "Score each task's no-training baselines (trivial aside: a probe on frozen "
+                             "features, the zero-shot cosine of pairs) on the run's own data, cached, and warn when "
+                             "the trained score is below them.", resumable=True)
     save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True,
                                     per_cell=True)
     resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True, per_cell=True)

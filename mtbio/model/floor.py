@@ -1,0 +1,73 @@
+"""The floor a trained task must clear: its encoder's no-training baselines (`mtbio.model.probes`) on the run's own
+training subset and dev split, computed once per (encoder, task definition, training subset, scored examples,
+length) and cached as JSON under MTBIO_CACHE_DIR/baselines, so every run of a sweep on the same start reads them
+back. A cache that cannot be written costs time, not the run."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import examples_fingerprint
+from mtbio.data.split_cache import default_cache_dir
+from mtbio.evaluation.metrics import metric_sign
+from mtbio.fileio import WriteError, write_json
+from mtbio.model import probes
+from mtbio.tasks.schema import TaskDef
+
+log = logging.getLogger(__name__)
+PROBE_NAMES = {"probe": "a logistic regression on frozen features", "cosine-mean": "the encoder's zero-shot cosine",
+               "cosine-cls": "the encoder's zero-shot [CLS] cosine"}
+
+
+def encoder_identity(source: str) -> str:
+    """What names an encoder's weights: the path with each file's size and time, or a hub id as given."""
+    path = Path(source)
+    if not path.is_dir():
+        return source
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return json.dumps([str(path.resolve())] + [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+
+
+def _key(task: TaskDef, encoder_id: str, train: Sequence[Example], scored: Sequence[Example], max_length: int) -> str:
+    parts = [encoder_id, json.dumps(task.model_dump(mode="json"), sort_keys=True), examples_fingerprint(train),
+             examples_fingerprint(scored), str(max_length), inspect.getsource(probes)]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+
+
+def no_training_baselines(task: TaskDef, encoder_source: str, load: Any, train: Sequence[Example],
+                          scored: Sequence[Example], max_length: int) -> dict[str, float]:
+    """{baseline: score under the task's metric} of the encoder at `encoder_source` (`load()` gives its
+    (encoder, tokenizer), called only on a cache miss)."""
+    path = default_cache_dir() / "baselines" / f"{task.name}-{_key(task, encoder_identity(encoder_source), train, scored, max_length)}.json"
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    encoder, tokenizer = load()
+    found = probes.no_training_scores(task, encoder, tokenizer, train, scored, max_length)
+    scores = {name: float(values[task.metric]) for name, values in found.items() if task.metric in values}
+    try:
+        write_json(path, scores)
+    except WriteError as error:
+        log.warning("%s: no-training baselines not cached (%s)", task.name, error)
+    return scores
+
+
+def below_floor(score: float, baselines: Mapping[str, float], metric: str) -> tuple[str, float] | None:
+    """The best baseline when `score` is below it (in the metric's direction), else None."""
+    if not baselines:
+        return None
+    sign = metric_sign(metric)
+    name, best = max(baselines.items(), key=lambda item: sign * item[1])
+    return (name, best) if sign * (score - best) < 0 else None
+
+
+def describe_floor(name: str) -> str:
+    """A baseline's name in words, for warnings and cards."""
+    return PROBE_NAMES.get(name, name)
