@@ -119,3 +119,61 @@ def test_below_floor_follows_the_metrics_direction() -> None:
     assert below_floor(0.5, {}, "accuracy") is None
     assert below_floor(2.0, {"probe": 1.5}, "mse") == ("probe", 1.5)  # lower is better
     assert below_floor(1.0, {"probe": 1.5}, "mse") is None
+
+
+def test_an_lp_ft_start_is_the_probe_fitted_on_the_frozen_encoder(tmp_path: Path, tiny_encoder: str) -> None:
+    """With --lp-ft and a learning rate too small to move anything, the saved head is the logistic regression
+    fitted on the frozen encoder's [CLS] vectors of the training examples, computed here on its own."""
+    from safetensors.torch import load_file
+    from sklearn.linear_model import LogisticRegression
+    from transformers import AutoModel, AutoTokenizer
+
+    from mtbio.data.pipeline import load_task_data
+    from mtbio.tasks.loading import load_task_def
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--task-defs", str(SAMPLE_DIR / "task_defs"),
+                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--lp-ft",
+                                       "--lr", "1e-30", "--max-steps", "1", "--max-train-examples", "40",
+                                       "--max-length", "48", "--output", str(run)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "demo-nli" / "results.json").read_text())
+    assert results["lp_start"] == ["demo-nli"]
+    head = load_file(str(run / "demo-nli" / "heads" / "demo-nli" / "model.safetensors"))
+
+    task = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
+    tokenizer, encoder = AutoTokenizer.from_pretrained(tiny_encoder), AutoModel.from_pretrained(tiny_encoder).eval()
+    examples = load_task_data(task, SAMPLE_DIR, tokenizer, ["train"], 40, 48).splits["train"].examples
+    with torch.no_grad():
+        x = torch.cat([encoder(**tokenizer(ex.text, ex.text_b, truncation=True, max_length=48,
+                                           return_tensors="pt")).last_hidden_state[:, 0] for ex in examples])
+    y = [task.label_list.index(str(ex.label)) for ex in examples]
+    assert len(set(y)) == 3
+    probe = LogisticRegression(max_iter=2000).fit(x.double().numpy(), y)
+    assert torch.allclose(head["out.weight"].double(), torch.as_tensor(probe.coef_), atol=2e-3)
+    assert torch.allclose(head["out.bias"].double(), torch.as_tensor(probe.intercept_), atol=2e-3)
+    assert float((head["out.weight"].double() - torch.as_tensor(probe.coef_)).abs().max()) < \
+        0.05 * float(torch.as_tensor(probe.coef_).abs().max())
+
+
+@pytest.mark.parametrize("task", ["demo-ner", "demo-hoc", "demo-sts", "demo-relation"])
+def test_lp_ft_fits_every_kind_with_one_linear_output(task: str, tiny_encoder: str) -> None:
+    from transformers import AutoTokenizer
+
+    from mtbio.data.pipeline import load_task_data
+    from mtbio.experiments.training_run import head_config_for
+    from mtbio.model.encoder import load_encoder
+    from mtbio.model.heads import build_head
+    from mtbio.model.multitask import MultiTaskModel
+    from mtbio.tasks.loading import load_task_def
+    from mtbio.training.lp_start import fit_heads, frozen_features
+
+    definition = load_task_def(SAMPLE_DIR / "task_defs" / f"{task}.yml")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder)
+    split = load_task_data(definition, SAMPLE_DIR, tokenizer, ["train"], 40, 48).splits["train"]
+    model = MultiTaskModel(load_encoder(tiny_encoder), {task: build_head(head_config_for(definition, 32))})
+    x, y = frozen_features(model, task, split, tokenizer.pad_token_id)
+    assert x.shape[0] == y.shape[0] and x.shape[1] == 32
+    before = model.heads[task].out.weight.detach().clone()
+    assert fit_heads(model, {task: definition}, {task: split}, tokenizer.pad_token_id, [task]) == {task: True}
+    assert not torch.equal(before, model.heads[task].out.weight)

@@ -44,6 +44,7 @@ from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
 from mtbio.run_dir import RunDir
+from mtbio.training.lp_start import fit_heads
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.events import Listener
 from mtbio.training.flops import machine_key, useful_flops
@@ -261,6 +262,10 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if len(data[task.name].splits[split]) == 0:
                 raise MtbioError(f"task '{task.name}': the {split} split is empty")
 
+    fresh = [t.name for t in tasks if heads_source is None or not (heads_source / t.name).is_dir()]
+    resuming = config.resume and bool(list_checkpoints(RunDir(run_dir).checkpoints_dir))
+    lp_start = fit_heads(model, {t.name: t for t in tasks}, {n: data[n].splits["train"] for n in fresh},
+                         tokenizer.pad_token_id, fresh) if config.lp_ft and not resuming else {}
     floor = _floors(tasks, data, encoder_source, tokenizer, config) if config.baselines and accelerator.is_main_process else {}
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
@@ -315,6 +320,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
         "not_learned": not_learned,
+        "lp_start": sorted(name for name, done in lp_start.items() if done),  # heads fitted before step 1 (--lp-ft)
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
         "below_baselines": below,  # task → the baseline its dev score is below
         "skipped_batches": state.skipped,

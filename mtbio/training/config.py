@@ -70,6 +70,8 @@ class RunConfig(BaseModel):
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
+    lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
+                         "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
     batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
