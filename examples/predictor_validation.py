@@ -3,7 +3,7 @@
 For each graph (examples/pairwise_<domain>/relations.json) and each predictor's affinity.json (the TAG
 lookahead and gradient cosine of the like-for-like affinity run, 3 epochs; size_ratio, text_similarity and
 fisher from examples/predictors_<domain>/), the harness of `mtbio report PAIRWISE PREDICTION` (within-target
-Spearman with its exact permutation p and bootstrap interval, top-1 against chance, NDCG@1, regret@1, the
+Spearman with its exact two-sided permutation p and bootstrap interval, top-1 against chance, NDCG@1, regret@1, the
 fraction of the noise ceiling). The permutation p values of one graph's predictors are Holm-adjusted together
 (the family: the predictors judged on that graph). A last family pools the eight targets of both graphs
 (their tasks are disjoint): one mean within-target Spearman per predictor over all eight. Writes examples/predictor_validation/summary.json and
@@ -26,9 +26,11 @@ from mtbio.reporting.verdicts import adjust
 HERE = Path(__file__).resolve().parent
 GRAPHS = {
     "biomedical": ["affinity_biomedical", "predictors_biomedical/size_ratio",
-                   "predictors_biomedical/text_similarity", "predictors_biomedical/fisher"],
+                   "predictors_biomedical/text_similarity", "predictors_biomedical/fisher",
+                   "predictors_biomedical/same_type"],
     "clinical-public": ["affinity_clinical_public_3epochs", "predictors_clinical_public/size_ratio",
-                        "predictors_clinical_public/text_similarity", "predictors_clinical_public/fisher"],
+                        "predictors_clinical_public/text_similarity", "predictors_clinical_public/fisher",
+                        "predictors_clinical_public/same_type"],
 }
 
 

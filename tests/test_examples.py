@@ -205,10 +205,11 @@ def test_predictor_validation_script_reads_the_committed_graphs(tmp_path: Path) 
     summary = json.loads((tmp_path / "summary.json").read_text())
     for family, targets in (("biomedical", 4), ("clinical-public", 4), ("pooled", 8)):
         judged = summary[family]
-        assert set(judged["predictors"]) == {"lookahead", "cosine", "size_ratio", "text_similarity", "fisher"}
+        assert set(judged["predictors"]) == {"lookahead", "cosine", "size_ratio", "text_similarity", "fisher",
+                                             "same_type"}
         rows = sorted(judged["predictors"].values(), key=lambda row: row["permutation_p"])
         assert all(row["targets"] == targets and row["holm_p"] >= row["permutation_p"] for row in rows)
-        assert rows[0]["holm_p"] == min(1.0, 5 * rows[0]["permutation_p"])
+        assert rows[0]["holm_p"] == min(1.0, 6 * rows[0]["permutation_p"])
     assert "| biomedical predictor |" in done.stdout
 
 

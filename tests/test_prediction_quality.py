@@ -61,9 +61,12 @@ def test_the_exact_permutation_p() -> None:
     measured = graph({"a": {"b": 0.3, "c": 0.2, "d": 0.1}, "b": {"a": 0.3, "c": 0.2, "d": 0.1}})
     perfect = graph({"a": {"b": 3, "c": 2, "d": 1}, "b": {"a": 3, "c": 2, "d": 1}})
     p, exact = permutation_p(perfect, measured, TASKS)
-    assert exact and p == pytest.approx(1 / 36)  # 3! × 3! arrangements, one as good as the observed
+    # 3! × 3! arrangements; two-sided: the observed mean +1 and its mirror −1 are as far from 0
+    assert exact and p == pytest.approx(2 / 36)
+    assert permutation_p(perfect, measured, TASKS, two_sided=False)[0] == pytest.approx(1 / 36)  # as high: one
     reversed_ = graph({"a": {"b": 1, "c": 2, "d": 3}, "b": {"a": 1, "c": 2, "d": 3}})
-    assert permutation_p(reversed_, measured, TASKS)[0] == pytest.approx(1.0)
+    assert permutation_p(reversed_, measured, TASKS, two_sided=False)[0] == pytest.approx(1.0)
+    assert permutation_p(reversed_, measured, TASKS)[0] == pytest.approx(2 / 36)
 
 
 def test_the_sampled_permutation_p_agrees_with_the_exact_one(monkeypatch: pytest.MonkeyPatch) -> None:

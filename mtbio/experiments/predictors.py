@@ -130,6 +130,20 @@ def size_ratio(job: PredictionJob) -> dict[str, Any]:
                         {"wall_seconds": time.perf_counter() - started}, {"train_examples": sizes})
 
 
+@register_predictor("same_type")
+def same_type(job: PredictionJob) -> dict[str, Any]:
+    """score(s → t) = 1 when s and t are of the same task type (kind, and one text or a pair), else 0: the free
+    rule a predictor that costs training must beat."""
+    from mtbio.data.readers import is_pair_task
+
+    started = time.perf_counter()
+    kinds = {t.name: f"{t.type}{' pair' if is_pair_task(t) else ''}" for t in job.tasks}
+    scores = {s: {t: float(kinds[s] == kinds[t]) for t in kinds if t != s} for s in kinds}
+    return build_scores("same_type", "1 when the two tasks are of the same type (kind; one text or a pair), else 0",
+                        True, _metrics(job), {job.config.seed: scores}, job.config.alpha,
+                        {"wall_seconds": time.perf_counter() - started}, {"types": kinds})
+
+
 @register_predictor("text_similarity", options=SampleOptions)
 def text_similarity(job: PredictionJob) -> dict[str, Any]:
     """score(s → t) = cos(mean text embedding of s, of t), over --predictor-examples training inputs each."""

@@ -349,7 +349,7 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
             lines.append(f"{predictor} within target ({within['targets']} targets"
                          f"{'; symmetric: cannot tell s→t from t→s' if within['symmetric'] else ''}): Spearman "
                          f"{within['spearman']:+.3f} [{wi[0]:+.3f}, {wi[1]:+.3f}] (bootstrap over targets), "
-                         f"permutation p {within['permutation_p']:.3f} ({exact}){share}; top-1 {within['top1']:.2f} "
+                         f"two-sided permutation p {within['permutation_p']:.3f} ({exact}){share}; top-1 {within['top1']:.2f} "
                          f"(chance {within['chance_top1']:.2f}), NDCG@1 {within['ndcg@1']:.2f}, regret@1 "
                          f"{within['regret@1']:+.4f}")
         lines.append(f"  pooled over {entry['pairs']} ordered pairs: Spearman {entry['spearman']:+.3f} "

@@ -4,8 +4,8 @@ each target (its partners ranked by the prediction against their measured Δ), a
 Per target with at least three partners: Spearman and Kendall; top-1 hit (the predicted best partner is
 the measured best) against chance (1 / partners); NDCG@k with gains Δ − (the target's lowest Δ);
 regret@k, the measured Δ lost by taking the predicted top k instead of the best partner. The mean
-within-target Spearman gets a permutation p (each target's predicted scores shuffled among its
-partners: exact, by convolving the targets' tables of all their arrangements, where no target has more
+within-target Spearman gets a two-sided permutation p (each target's predicted scores shuffled among its
+partners; a mean at least as far from 0 either way: exact, by convolving the targets' tables of all their arrangements, where no target has more
 than six partners; else 20,000 random arrangements), a bootstrap
 interval over targets, and its fraction of the noise ceiling: the square root of the reliability of
 the measured K-seed mean, K·r₁ / (1 + (K−1)·r₁), r₁ the mean Spearman between two seeds' within-target
@@ -91,8 +91,9 @@ def per_target(predicted: Mapping[Pair, float], measured: Mapping[Pair, float], 
 
 
 def permutation_p(predicted: Mapping[Pair, float], measured: Mapping[Pair, float], tasks: Sequence[str],
-                  seed: int = 0) -> tuple[float, bool]:
-    """(one-sided p of the mean within-target Spearman under shuffled predictions, whether exact)."""
+                  seed: int = 0, two_sided: bool = True) -> tuple[float, bool]:
+    """(p of the mean within-target Spearman under shuffled predictions, whether exact). Two-sided by default (a
+    mean as far from 0 in either direction); `two_sided=False`: one-sided, a mean at least as high."""
     targets = [t for t in tasks if len(_partners(predicted, measured, t)) >= 3]
     blocks = [([predicted[(s, t)] for s in _partners(predicted, measured, t)],
                [measured[(s, t)] for s in _partners(predicted, measured, t)]) for t in targets]
@@ -110,12 +111,16 @@ def permutation_p(predicted: Mapping[Pair, float], measured: Mapping[Pair, float
                 for value in table:
                     step[round(total + value, 9)] += count
             sums = step
-        hits = sum(count for total, count in sums.items() if total / len(blocks) >= observed - 1e-9)
+        hits = sum(count for total, count in sums.items() if _as_extreme(total / len(blocks), observed, two_sided))
         return hits / sum(sums.values()), True
     rng = np.random.default_rng(seed)
-    hits = sum(statistics.fmean(_rho(list(rng.permutation(x)), y) for x, y in blocks) >= observed - 1e-12
+    hits = sum(_as_extreme(statistics.fmean(_rho(list(rng.permutation(x)), y) for x, y in blocks), observed, two_sided)
                for _ in range(PERMUTATIONS))
     return (hits + 1) / (PERMUTATIONS + 1), False
+
+
+def _as_extreme(value: float, observed: float, two_sided: bool) -> bool:
+    return abs(value) >= abs(observed) - 1e-9 if two_sided else value >= observed - 1e-9
 
 
 def bootstrap_targets(values: Sequence[float], rounds: int = BOOTSTRAP, seed: int = 0) -> list[float]:

@@ -163,12 +163,13 @@ def simulate_sequential(sd: float, max_seeds: int, alpha: float = 0.05, min_delt
                         edges: int = 12, correction: str = "holm", runs: int = 500, seed: int = 0) -> dict[str, float]:
     """The adaptive-seed design under no true effect (Δ = 0, per-seed sd `sd`) on a graph of `edges`
     independent edges: the share of edges ending green, red, decided "no effect" and undecided at
-    `max_seeds`, and the mean seeds per edge, over `runs` simulated graphs."""
+    `max_seeds`, the mean seeds per edge, and the family-wise error: the share of graphs ending with at least one
+    green or red edge, over `runs` simulated graphs (`start` = `max_seeds` is the fixed-seed design)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     ends = {IMPROVES: 0, HURTS: 0, NO_EFFECT: 0, UNDECIDED: 0}
-    seeds_used = 0
+    seeds_used = graphs_wrong = 0
     for _ in range(runs):
         deltas = [list(rng.normal(0.0, sd, start)) for _ in range(edges)]
         while True:
@@ -188,7 +189,8 @@ def simulate_sequential(sd: float, max_seeds: int, alpha: float = 0.05, min_delt
             cell = cells[str(i)]
             ends[cell["verdict"] if cell["state"] == DECIDED else UNDECIDED] += 1
             seeds_used += len(values)
+        graphs_wrong += any(cell["verdict"] != NO_EFFECT for cell in cells.values())
     total = runs * edges
     return {"false_green": ends[IMPROVES] / total, "false_red": ends[HURTS] / total,
             "no_effect": ends[NO_EFFECT] / total, "undecided": ends[UNDECIDED] / total,
-            "mean_seeds": seeds_used / total}
+            "mean_seeds": seeds_used / total, "family_wise_error": graphs_wrong / runs}
