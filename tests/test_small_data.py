@@ -177,3 +177,27 @@ def test_lp_ft_fits_every_kind_with_one_linear_output(task: str, tiny_encoder: s
     before = model.heads[task].out.weight.detach().clone()
     assert fit_heads(model, {task: definition}, {task: split}, tokenizer.pad_token_id, [task]) == {task: True}
     assert not torch.equal(before, model.heads[task].out.weight)
+
+
+def test_pooling_auto_reads_the_encoders_sentence_transformers_config(tmp_path: Path, tiny_encoder: str) -> None:
+    from mtbio.experiments.training_run import resolve_pooling
+    from mtbio.model.encoder import sentence_pooling
+    from mtbio.tasks.loading import load_task_def
+
+    assert sentence_pooling(None) == "mean"  # the packaged MiniLM: Transformer + mean Pooling (+ Normalize)
+    assert sentence_pooling(tiny_encoder) is None  # a plain transformers directory
+    nli = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
+    ner = load_task_def(SAMPLE_DIR / "task_defs" / "demo-ner.yml")
+    assert nli.pooling == "cls"
+    assert resolve_pooling(nli, "auto", None, None).pooling == "mean"
+    assert resolve_pooling(nli, "auto", tiny_encoder, None).pooling == "cls"  # none there: the task's own
+    assert resolve_pooling(nli, "task", None, None) is nli
+    assert resolve_pooling(ner, "mean", None, None) is ner  # tagging reads every token: pooling does not apply
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--task-defs", str(SAMPLE_DIR / "task_defs"),
+                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--pooling", "mean",
+                                       "--max-steps", "1", "--max-train-examples", "16", "--output", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "pooling: mean" in (run / "demo-nli" / "tasks" / "demo-nli.yml").read_text()
+    assert "pooling: mean" in (run / "demo-nli" / "config.yaml").read_text()
+    assert json.loads((run / "demo-nli" / "heads" / "demo-nli" / "head_config.json").read_text())["pooling"] == "mean"

@@ -34,7 +34,8 @@ from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_sco
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, LoraSettings, add_adapter, load_adapter, lora_config
-from mtbio.model.encoder import default_encoder_path, load_encoder, load_tokenizer, max_input_tokens
+from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
+                                 sentence_pooling)
 from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
@@ -125,6 +126,18 @@ def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()
                              "run's value, or choose another --output)")
 
 
+def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None) -> TaskDef:
+    """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are)."""
+    if choice == "task" or not task.kind.sentence_level:
+        return task
+    pooling = choice
+    if choice == "auto":
+        saved = heads_source / task.name if heads_source is not None else None
+        pooling = (read_head_config(saved).pooling if saved is not None and saved.is_dir()
+                   else sentence_pooling(encoder_source) or task.pooling)
+    return task if pooling == task.pooling else task.model_copy(update={"pooling": pooling})
+
+
 def _check_same_task(run_dir: Path, task: TaskDef) -> None:
     """Refuse a resume whose definition of `task` is not the one the run was trained with."""
     path = RunDir(run_dir).tasks_dir / f"{task.name}.yml"
@@ -204,6 +217,9 @@ def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) ->
         if (trained.type, trained.labels) != (wanted.type, wanted.labels):
             raise MtbioError(f"{saved}: head trained as {trained.type} over labels {trained.labels}, the task now has "
                              f"{wanted.type} over {wanted.labels}; pass --finetune-heads new")
+        if trained.pooling != wanted.pooling:
+            raise MtbioError(f"{saved}: head trained reading pooling {trained.pooling}, the task now reads "
+                             f"{wanted.pooling}; pass --pooling {trained.pooling} (or auto), or --finetune-heads new")
         heads[task.name] = load_head(saved, hidden)
         log.info("%s: head starts from %s", task.name, saved)
     return heads
@@ -235,6 +251,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  heads_source: Path | None,
                  listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
+    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     check_run_dir(run_dir, config.resume)
     check_resume(run_dir, config, tasks)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes

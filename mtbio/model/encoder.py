@@ -141,3 +141,21 @@ def load_tokenizer(name: str | None = None) -> Any:
     if not getattr(tokenizer, "is_fast", False):
         raise MtbioError(f"encoder '{name}' has no fast tokenizer; mtbio needs one to align word labels")
     return tokenizer
+
+
+def sentence_pooling(source: str | None) -> str | None:
+    """How a sentence-transformers encoder embeds a text ('mean' or 'cls', from its Pooling module's config), or
+    None for an encoder without one (or not on disk here)."""
+    import json
+
+    root = Path(source) if source else Path(default_encoder_path())
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+        for module in modules:
+            if str(module.get("type", "")).endswith("Pooling"):
+                config = json.loads((root / module["path"] / "config.json").read_text(encoding="utf-8"))
+                return "mean" if config.get("pooling_mode_mean_tokens") else (
+                    "cls" if config.get("pooling_mode_cls_token") else None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None

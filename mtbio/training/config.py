@@ -70,6 +70,10 @@ class RunConfig(BaseModel):
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
+    pooling: Literal["task", "auto", "cls", "mean", "pooler"] = option(
+        "task", "What sentence-level heads read: each task's own `pooling`, or cls / mean / pooler for every task; auto: "
+        "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
+        "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
                          "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
