@@ -61,15 +61,17 @@ def test_the_step_floor_reaches_its_steps_on_a_50_example_set(tmp_path: Path, ti
             str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-train-examples", "50", "--batch-size", "16",
             "--epochs", "1", "--max-length", "48"]
     plain = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "plain")])
-    floored = CliRunner().invoke(main, [*args, "--min-steps", "30", "--output", str(tmp_path / "floor")])
+    floored = CliRunner().invoke(main, [*args, "--min-steps", "102", "--output", str(tmp_path / "floor")])
     assert plain.exit_code == 0 and floored.exit_code == 0, plain.output + floored.output
     steps = {name: json.loads((tmp_path / name / "demo-relation" / "results.json").read_text())["steps"]
              for name in ("plain", "floor")}
-    assert steps == {"plain": 4, "floor": 30}  # ceil(50 / 16) = 4 a epoch; 30 = 7 epochs and 2 steps
+    assert steps == {"plain": 4, "floor": 102}  # ceil(50 / 16) = 4 a epoch; 102 = 25 epochs and 2 steps
     curve = [json.loads(line) for line in (tmp_path / "floor" / "demo-relation" / "metrics.jsonl").read_text().splitlines()]
-    assert max(r.get("step", 0) for r in curve) == 30
+    evaluated = [r["step"] for r in curve if r.get("split") == "dev"]
+    # 25 epoch ends, but an evaluation only once a tenth of the run (10 steps) has passed, and one at the end
+    assert evaluated == [12, 24, 36, 48, 60, 72, 84, 96, 102]
     config = (tmp_path / "floor" / "demo-relation" / "config.yaml").read_text()
-    assert "min_steps: 30" in config
+    assert "min_steps: 102" in config
 
 
 def test_a_run_below_its_no_training_baselines_warns_lists_it_and_its_card_says_so(

@@ -54,12 +54,18 @@ class Listener:
         """Take back what `state_dict` returned when the run resumes from a checkpoint."""
 
 
+EPOCH_EVENTS = 10  # at most about this many epoch-end evaluations and checkpoints a run (many tiny epochs: fewer)
+
+
 class Schedule(Listener):
     """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every
-    `--save-every` steps and at the end of each epoch."""
+    `--save-every` steps and at the end of each epoch. A run of many short epochs (a small set under `--min-steps`)
+    evaluates and checkpoints at an epoch's end only once a tenth of the run has passed since the last time; the
+    run's end always does both."""
 
     def __init__(self, eval_every: int | None, save_every: int | None):
         self.eval_every, self.save_every = eval_every, save_every
+        self.last_evaluated = self.last_saved = 0
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
         step = trainer.state.global_step
@@ -67,8 +73,15 @@ class Schedule(Listener):
         flow.save |= bool(self.save_every) and step % (self.save_every or 1) == 0
 
     def on_epoch_end(self, trainer: Any, flow: Flow) -> None:
-        flow.evaluate |= not self.eval_every
-        flow.save = True
+        step, gap = trainer.state.global_step, max(1, trainer.total_steps // EPOCH_EVENTS)
+        flow.evaluate |= not self.eval_every and step - self.last_evaluated >= gap
+        flow.save |= step - self.last_saved >= gap
+
+    def on_evaluate(self, trainer: Any, scores: dict[str, dict[str, float]], improved: bool, flow: Flow) -> None:
+        self.last_evaluated = trainer.state.global_step
+
+    def on_save(self, trainer: Any, flow: Flow) -> None:
+        self.last_saved = trainer.state.global_step
 
 
 class EarlyStopping(Listener):
