@@ -251,3 +251,31 @@ def test_select_training_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) 
     table = (out / "table-dev.md").read_text()
     assert "| alone | ratio | refine-finetune |" in table and "Δ refine-finetune − alone" in table
     assert "Δ refine-finetune − ratio" in (out / "table-dev-arms.md").read_text()
+
+
+def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """examples/small_data_floor.sh: both arms x two seeds of a demo task, kept as small files with their
+    baselines; examples/small_data_floor.py's table and tests; a rerun on a 'new machine' trains nothing."""
+    settings = dict(TASKS="demo-nli", SIZES="24", SEEDS="1 2", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
+                    RESULTS=str(tmp_path / "results"), RECIPE_ARGS="--recipe minilm --lp-ft --min-steps 6")
+    train_args = "--max-steps 3 --max-length 32 --batch-size 8"
+    done = _run_script("small_data_floor.sh", tmp_path, train_args, **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cells = sorted(str(p.parent.relative_to(tmp_path / "results")) for p in (tmp_path / "results").rglob("results.json"))
+    assert cells == [f"{arm}/demo-nli/n-24/seed-{s}" for arm in ("recipe", "today") for s in (1, 2)]
+    kept = json.loads((tmp_path / "results" / "recipe" / "demo-nli" / "n-24" / "seed-1" / "results.json").read_text())
+    assert kept["lp_start"] == ["demo-nli"] and "probe" in kept["baselines"]["demo-nli"]
+    today = yaml.safe_load((tmp_path / "results" / "today" / "demo-nli" / "n-24" / "seed-1" / "config.yaml").read_text())
+    assert today["lp_ft"] is False and today["min_steps"] == 1 and today["pooling"] == "task"
+    assert not list((tmp_path / "runs").rglob("*.safetensors"))  # weights are not kept
+    shown = subprocess.run([sys.executable, str(REPO / "examples" / "small_data_floor.py"), "--results",
+                            str(tmp_path / "results")], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "| demo-nli | 24 | accuracy |" in shown.stdout and "Floor held" in shown.stdout
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert "demo-nli n=24" in summary["recipe_vs_today"]
+    assert summary["recipe_vs_today"]["demo-nli n=24"]["n_seeds"] == 2  # 2 seeds: no verdict
+    assert "no verdict (2 seeds" in shown.stdout
+    shutil.rmtree(tmp_path / "runs")
+    again = _run_script("small_data_floor.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0 and not (tmp_path / "runs").exists()

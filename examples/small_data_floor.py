@@ -1,0 +1,139 @@
+"""The small-data floor's table (issue 63) from the cells `examples/small_data_floor.sh` kept: per task and size,
+each arm's dev score (mean ± sd over seeds), the trivial score and the no-training baselines of the run's own data,
+and two families of tests under the shared rule (`mtbio.reporting.verdicts`, Holm over each family):
+
+- floor: the recipe's per-seed scores against the best no-training baseline of the same seed and data (a paired
+  test over seeds; the point holds unless the recipe is judged "hurts", i.e. lower by a point or more), on every
+  task × size whose best baseline is above its trivial score;
+- recipe − today: the recipe against today's defaults, paired over seeds.
+
+Reads committed files only; writes RESULTS/summary.json and prints the page's table.
+
+    python examples/small_data_floor.py [--results DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mtbio.evaluation.metrics import metric_sign
+from mtbio.fileio import write_json
+from mtbio.reporting.verdicts import HURTS, RULE, compare, correct, verdict_text
+
+HERE = Path(__file__).resolve().parent
+ALPHA, MIN_DELTA = 0.05, 0.01
+
+
+def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
+    """{(arm, task, size): {seed: results.json}} of every kept cell."""
+    cells: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    for path in sorted(results.glob("*/*/n-*/seed-*/results.json")):
+        seed_dir = path.parent
+        arm, task, size = seed_dir.parent.parent.parent.name, seed_dir.parent.parent.name, seed_dir.parent.name[2:]
+        result = json.loads(path.read_text())
+        result["metric"] = yaml.safe_load((seed_dir / "tasks" / f"{task}.yml").read_text())["metric"]  # as declared
+        cells.setdefault((arm, task, size), {})[int(seed_dir.name[len("seed-"):])] = result
+    return cells
+
+
+def _score(result: dict[str, Any], task: str) -> float:
+    return float(result["dev"][task][result_metric(result, task)])
+
+
+def result_metric(result: dict[str, Any], task: str) -> str:
+    """The task's declared metric (its definition in the cell's tasks/)."""
+    return str(result["metric"])
+
+
+def _best_baseline(result: dict[str, Any], task: str, metric: str) -> tuple[str, float] | None:
+    found = (result.get("baselines") or {}).get(task) or {}
+    if not found:
+        return None
+    sign = metric_sign(metric)
+    return max(found.items(), key=lambda item: sign * item[1])
+
+
+def build(results: Path) -> dict[str, Any]:
+    cells = read_cells(results)
+    points = sorted({(task, size) for _, task, size in cells}, key=lambda p: (int(p[1]), p[0]))
+    rows, floor_tests, recipe_tests = [], {}, {}
+    for task, size in points:
+        arms = {arm: runs for (arm, t, s), runs in cells.items() if (t, s) == (task, size)}
+        any_run = next(iter(next(iter(arms.values())).values()))
+        metric = result_metric(any_run, task)
+        sign = metric_sign(metric)
+        row: dict[str, Any] = {"task": task, "size": size, "metric": metric, "arms": {},
+                               "train_examples": any_run.get("train_examples")}
+        for arm, runs in arms.items():
+            scores = {seed: _score(r, task) for seed, r in runs.items()}
+            row["arms"][arm] = {"mean": statistics.fmean(scores.values()),
+                                "sd": statistics.stdev(scores.values()) if len(scores) > 1 else None,
+                                "per_seed": scores, "steps": statistics.fmean(r["steps"] for r in runs.values())}
+        row["trivial"] = statistics.fmean(float(r["trivial"][task]) for runs in arms.values() for r in runs.values())
+        names = sorted({name for runs in arms.values() for r in runs.values()
+                        for name in ((r.get("baselines") or {}).get(task) or {})})
+        row["baselines"] = {name: statistics.fmean(float(r["baselines"][task][name]) for runs in arms.values()
+                                                   for r in runs.values() if name in ((r.get("baselines") or {}).get(task) or {}))
+                            for name in names}
+        name = f"{task} n={size}"
+        recipe = arms.get("recipe", {})
+        floors = {seed: _best_baseline(r, task, metric) for seed, r in recipe.items()}
+        if recipe and all(floors.values()):
+            best = {seed: f[1] for seed, f in floors.items() if f}
+            row["best_baseline"] = statistics.fmean(best.values())
+            if sign * (row["best_baseline"] - row["trivial"]) > 0:  # a floor above the trivial score
+                floor_tests[name] = compare({s: _score(r, task) for s, r in recipe.items()}, best, sign, ALPHA,
+                                            MIN_DELTA)
+        if recipe and "today" in arms:
+            recipe_tests[name] = compare({s: _score(r, task) for s, r in recipe.items()},
+                                         {s: _score(r, task) for s, r in arms["today"].items()}, sign, ALPHA, MIN_DELTA)
+        rows.append(row)
+    families = {"floor": correct(floor_tests, "holm", ALPHA, MIN_DELTA) if floor_tests else None,
+                "recipe_vs_today": correct(recipe_tests, "holm", ALPHA, MIN_DELTA) if recipe_tests else None}
+    held = {name: cell["verdict"] != HURTS for name, cell in floor_tests.items()}
+    return {"rule": RULE, "alpha": ALPHA, "min_delta": MIN_DELTA, "rows": rows, "families": families,
+            "floor": floor_tests, "recipe_vs_today": recipe_tests,
+            "floor_holds": {"points": len(held), "held": sum(held.values())}}
+
+
+def table(summary: dict[str, Any]) -> str:
+    def arm(row: dict[str, Any], name: str) -> str:
+        entry = row["arms"].get(name)
+        if entry is None:
+            return "–"
+        sd = f" ± {100 * entry['sd']:.1f}" if entry["sd"] is not None else ""
+        return f"{100 * entry['mean']:.1f}{sd} ({entry['steps']:.0f} steps)"
+
+    lines = ["| task | n | metric | trivial | no-training baselines | today | recipe | recipe vs best baseline | "
+             "recipe − today |", "|---|---:|---|---:|---|---:|---:|---|---|"]
+    for row in summary["rows"]:
+        name = f"{row['task']} n={row['size']}"
+        base = ", ".join(f"{k} {100 * v:.1f}" for k, v in row["baselines"].items()) or "–"
+        cells = []
+        for family in ("floor", "recipe_vs_today"):
+            cell = summary[family].get(name)
+            cells.append("–" if cell is None else f"{100 * cell['delta']:+.1f}, {verdict_text(cell)}")
+        lines.append(f"| {row['task']} | {row['train_examples']} | {row['metric']} | {100 * row['trivial']:.1f} | {base} "
+                     f"| {arm(row, 'today')} | {arm(row, 'recipe')} | {cells[0]} | {cells[1]} |")
+    held = summary["floor_holds"]
+    lines += ["", f"Floor held (the recipe not judged lower than its best baseline): {held['held']} of {held['points']} "
+              "points with a baseline above trivial."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=HERE / "small_data_floor")
+    args = parser.parse_args()
+    summary = build(args.results)
+    write_json(args.results / "summary.json", summary)
+    print(table(summary))
+
+
+if __name__ == "__main__":
+    main()

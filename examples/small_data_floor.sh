@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The small-data floor (issue 63): every public shipped task at 100 and 1,000 training examples (all of a smaller
+# set), the packaged MiniLM-L6, three seeds, trained alone under today's defaults and under the small-data recipe,
+# each run beside its own no-training baselines (results.json's `baselines`: a probe on frozen features, the
+# zero-shot cosine of pairs, computed on the run's own data). Declared in examples/small_data_floor.md before the
+# first cell; the table is written by examples/small_data_floor.py from the kept cells.
+#
+#   bash examples/small_data_floor.sh           # resumes: a cell whose results are in RESULTS is skipped
+#
+# Cells: ARM/TASK/n-SIZE/seed-S. A finished cell's small files (results.json, config.yaml, tasks/) are copied to
+# RESULTS, which is committed; weights are not kept. One process per cell (a killed process loses one cell).
+# tests/test_examples.py runs this in a tiny mode (tiny encoder, demo data).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TASKS=${TASKS:-ncbi-disease hoc mqp mediqa-rqe bc5cdr-disease chemprot ddi ade bc5cdr-chem bc2gm jnlpba ebm-pico chia bioasq nli4ct}
+SIZES=${SIZES:-100 1000}
+SEEDS=${SEEDS:-42 43 44}
+ARMS=${ARMS:-today recipe}
+DATA_DIR=${DATA_DIR:-../shared/data}
+ENCODER=${ENCODER:-minilm}
+OUT=${OUT:-runs/small-data-floor}
+RESULTS=${RESULTS:-$HERE/small_data_floor}
+TRAIN_ARGS=${TRAIN_ARGS:-}                       # extra options for every cell (the tiny mode's)
+MTBIO=${MTBIO:-mtbio}
+# today: the defaults before the small-data recipe (no step floor, no LP-FT start, each task's own pooling);
+# recipe: the packaged encoder's recipe as shipped now
+TODAY_ARGS=${TODAY_ARGS:---recipe minilm --min-steps 1 --no-lp-ft --pooling task}
+RECIPE_ARGS=${RECIPE_ARGS:---recipe minilm}
+
+read -r -a extra <<< "$TRAIN_ARGS"
+arm_args() {  # ARM: its options
+  case $1 in today) echo "$TODAY_ARGS" ;; recipe) echo "$RECIPE_ARGS" ;; *) echo "unknown arm $1" >&2; return 2 ;; esac
+}
+
+# the smaller size first, then task by task, both arms of a seed together: a partial study is a whole part
+for size in $SIZES; do
+  for task in $TASKS; do
+    for seed in $SEEDS; do
+      for arm in $ARMS; do
+        cell="$arm/$task/n-$size/seed-$seed"
+        [ -f "$RESULTS/$cell/results.json" ] && continue
+        read -r -a options <<< "$(arm_args "$arm")"
+        rm -rf "${OUT:?}/$cell"
+        "$MTBIO" finetune --task "$task" --encoder "$ENCODER" --data-dir "$DATA_DIR" --seed "$seed" \
+            --max-train-examples "$size" "${options[@]}" "${extra[@]}" --output "$OUT/$cell"
+        mkdir -p "$RESULTS/$cell/tasks"
+        cp "$OUT/$cell/$task/results.json" "$OUT/$cell/$task/config.yaml" "$RESULTS/$cell/"
+        cp "$OUT/$cell/$task/tasks/"*.yml "$RESULTS/$cell/tasks/"
+        rm -rf "${OUT:?}/$cell/$task/encoder" "${OUT:?}/$cell/$task/heads" "${OUT:?}/$cell/$task/checkpoints"
+      done
+    done
+  done
+done
