@@ -203,3 +203,26 @@ def test_pooling_auto_reads_the_encoders_sentence_transformers_config(tmp_path: 
     assert "pooling: mean" in (run / "demo-nli" / "tasks" / "demo-nli.yml").read_text()
     assert "pooling: mean" in (run / "demo-nli" / "config.yaml").read_text()
     assert json.loads((run / "demo-nli" / "heads" / "demo-nli" / "head_config.json").read_text())["pooling"] == "mean"
+
+
+def test_a_cosine_classifier_with_lp_ft_starts_at_the_zero_shot_cosine_baseline(tmp_path: Path,
+                                                                                tiny_encoder: str) -> None:
+    """cosine_classification: the two texts encoded on their own, their cosine one feature of a linear layer.
+    With --lp-ft and a learning rate too small to move anything, its dev score is the `cosine-mean` no-training
+    baseline's (the same logistic regression on the same cosines), to an example."""
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    source = (SAMPLE_DIR / "task_defs" / "demo-nli.yml").read_text()
+    (defs / "demo-nli-bi.yml").write_text(source.replace("name: demo-nli", "name: demo-nli-bi")
+                                          .replace("type: classification", "type: cosine_classification"))
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli-bi", "--task-defs", str(defs), "--data-dir",
+                                       str(SAMPLE_DIR), "--encoder", tiny_encoder, "--lp-ft", "--lr", "1e-30",
+                                       "--max-steps", "1", "--max-length", "48", "--output", str(run)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "demo-nli-bi" / "results.json").read_text())
+    assert results["lp_start"] == ["demo-nli-bi"]
+    dev, baseline = results["dev"]["demo-nli-bi"]["accuracy"], results["baselines"]["demo-nli-bi"]["cosine-mean"]
+    assert abs(dev - baseline) <= 1 / results["eval_examples"]["demo-nli-bi"]["dev"] + 1e-9
+    predicted = __import__("mtbio").load(run / "demo-nli-bi").predict("demo-nli-bi", [("A man sleeps.", "A man is awake.")])
+    assert predicted[0] in ("entailment", "contradiction", "neutral")

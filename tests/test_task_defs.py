@@ -14,7 +14,8 @@ BLURB = ["bc5cdr-chem", "bc5cdr-disease", "ncbi-disease", "bc2gm", "jnlpba", "eb
 CLINICAL = ["clinicalsts", "i2b2-2010", "mednli", "shareclefe"]
 PUBLIC_CLINICAL = ["nli4ct", "mediqa-rqe", "mqp", "ade", "chia"]
 ENTITY_MARKER_VARIANTS = ["chemprot-entities", "ddi-entities"]  # BLURB relation sets read by the entity_relation kind
-BI_ENCODER_VARIANTS = ["biosses-bi"]  # BIOSSES read by the bi_encoder kind
+BI_ENCODER_VARIANTS = ["biosses-bi", "mqp-bi", "mediqa-rqe-bi"]  # pairs read by the bi_encoder and
+# cosine_classification kinds (each text encoded on its own)
 
 VALID = """\
 name: demo
@@ -101,7 +102,7 @@ def _errors(tmp_path: Path, text: str) -> list[TaskDefinitionError]:
         ("format: xml\n", "format", "unknown format 'xml'"),
         ("extra_metrics: [f2]\n", "extra_metrics", "unknown metric 'f2'"),
         ("tagging_scheme: IOB2\n", "tagging_scheme", "applies to tasks that tag words only"),
-        ("pooling: mean\n", "pooling", "Input should be 'cls' or 'pooler'"),
+        ("pooling: max\n", "pooling", "Input should be 'cls', 'pooler' or 'mean'"),
         ("files: {all: demo/all.tsv}\n", "derived_split", "needs derived_split"),
         ("reader_options: {sep: ';'}\n", "reader_options.sep", "has no option 'sep'"),
         ("reader_options: {header: 'yes'}\n", "reader_options.header", "expected bool"),

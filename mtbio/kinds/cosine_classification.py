@@ -1,0 +1,85 @@
+"""Pair classification through the cosine of the two texts encoded on their own (a bi-encoder classifier): each
+text pooled (mean over its tokens by default), their cosine one feature, a linear layer from it to the classes,
+cross-entropy.
+
+The one-feature model is the no-training `cosine-*` baseline's, so `--lp-ft` starts fine-tuning exactly at the
+encoder's zero-shot cosine fitted by a logistic regression on the training pairs (question-pair and entailment
+tasks, where that baseline is far above a cross-encoder fine-tuned on a few hundred pairs). Labels, the trivial
+predictor and the metrics are classification's. `type_options: {pooling: mean|cls}`. Served by `mtbio predict`;
+no `AutoModelFor*` carries the head.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+import torch
+from datasets import Value
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from mtbio.data.example import Example
+from mtbio.data.featurize import separate_text_columns, separate_text_features
+from mtbio.data.readers import is_pair_task
+from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class
+from mtbio.model.heads import HeadConfig, output_layer, pool
+from mtbio.tasks.kinds import TaskKind, register_kind
+from mtbio.tasks.schema import TaskDef
+
+
+class CosineClassificationOptions(BaseModel):
+    """`type_options` of a cosine_classification task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pooling: Literal["mean", "cls"] = Field("mean", description="a text's embedding: the mean of its tokens, or [CLS]")
+
+
+class CosineClassifierHead(ClassificationHead):
+    """cos(pool(text), pool(text_b)) → linear → class logits."""
+
+    extra_texts = ("_b",)
+
+    def __init__(self, config: HeadConfig):
+        super().__init__(config)
+        self.pooling = CosineClassificationOptions(**config.type_options).pooling
+        self.dropout = nn.Identity()  # one feature: dropping it would drop the whole input
+        self.out = output_layer(HeadConfig(**{**config.to_json(), "hidden_size": 1}))
+
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        if batch is None or "hidden_b" not in batch:
+            raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
+        first = pool(hidden, batch["attention_mask"], self.pooling).float()
+        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling).float()
+        cosine = nn.functional.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
+        return self.out(self.dropout(cosine.to(self.out.weight.dtype)))
+
+
+@register_kind
+class CosineClassification(TaskKind):
+    name = "cosine_classification"
+    label_form = "class"
+    min_labels = 2
+    sentence_level = False
+    default_metric = "accuracy"
+    options = CosineClassificationOptions
+
+    def check(self, task: TaskDef) -> list[str]:
+        if not is_pair_task(task):
+            return ["columns: a cosine_classification task reads a pair of texts; name the second in "
+                    "columns: {text_b: ...}"]
+        return []
+
+    def features(self, tokenizer: Any) -> dict[str, Any]:
+        return {"labels": Value("int64"), **separate_text_features(tokenizer)}
+
+    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
+        columns = separate_text_columns(chunk, task, tokenizer, max_length)
+        columns["labels"] = class_labels(chunk, task)
+        return columns
+
+    def head(self, config: HeadConfig) -> CosineClassifierHead:
+        return CosineClassifierHead(config)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [majority_class(task, train)] * len(scored)
