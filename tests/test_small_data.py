@@ -226,3 +226,21 @@ def test_a_cosine_classifier_with_lp_ft_starts_at_the_zero_shot_cosine_baseline(
     assert abs(dev - baseline) <= 1 / results["eval_examples"]["demo-nli-bi"]["dev"] + 1e-9
     predicted = __import__("mtbio").load(run / "demo-nli-bi").predict("demo-nli-bi", [("A man sleeps.", "A man is awake.")])
     assert predicted[0] in ("entailment", "contradiction", "neutral")
+
+
+def test_baselines_do_not_change_what_a_run_trains(tmp_path: Path, tiny_encoder: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring the no-training baselines (an encoder loaded, probes fitted) draws nothing from the random
+    generators training uses: the same command with and without them gives the same weights, bit for bit."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["refine", "--tasks", "demo-ner,demo-nli", "--task-defs", str(SAMPLE_DIR / "task_defs"), "--data-dir",
+            str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "4", "--batch-size", "8",
+            "--max-train-examples", "24", "--max-length", "48", "--seed", "3"]
+    for name, flag in (("with", "--baselines"), ("without", "--no-baselines")):
+        result = CliRunner().invoke(main, [*args, flag, "--output", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    a, b = (load_file(str(tmp_path / name / "encoder" / "model.safetensors")) for name in ("with", "without"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((tmp_path / "without" / "results.json").read_text())["baselines"] == {}

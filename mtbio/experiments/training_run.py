@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import resource
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -124,6 +124,32 @@ def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()
             raise MtbioError(f"--resume: {flag} is {requested[name]!r} but {run_dir} was trained with "
                              f"{saved[name]!r}; a resumed run keeps its options (drop {flag}, or give the "
                              "run's value, or choose another --output)")
+
+
+@contextmanager
+def untouched_rng() -> Iterator[None]:
+    """Run the block and put back the random generators' states (torch's CPU one, numpy's, Python's) as they were."""
+    import random
+
+    import numpy as np
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        yield
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
+
+
+def recipe_options(config: RunConfig) -> list[str]:
+    """The options the run's recipe sets (empty for a recipe that cannot be read here)."""
+    from mtbio.training.recipes import recipe_values
+
+    try:
+        return [key.replace("-", "_") for key in recipe_values(config.recipe)
+                if key.replace("-", "_") in RunConfig.model_fields]
+    except MtbioError:
+        return []
 
 
 def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None) -> TaskDef:
@@ -252,6 +278,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
     tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
+    log.info("recipe %s: %s", config.recipe, ", ".join(f"{key} {getattr(config, key)}" for key in recipe_options(config)))
+    for task in (t for t in tasks if t.kind.sentence_level):
+        log.info("%s: its head reads pooling %s", task.name, task.pooling)
     check_run_dir(run_dir, config.resume)
     check_resume(run_dir, config, tasks)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
@@ -281,9 +310,11 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
 
     fresh = [t.name for t in tasks if heads_source is None or not (heads_source / t.name).is_dir()]
     resuming = config.resume and bool(list_checkpoints(RunDir(run_dir).checkpoints_dir))
-    lp_start = fit_heads(model, {t.name: t for t in tasks}, {n: data[n].splits["train"] for n in fresh},
-                         tokenizer.pad_token_id, fresh) if config.lp_ft and not resuming else {}
-    floor = _floors(tasks, data, encoder_source, tokenizer, config) if config.baselines and accelerator.is_main_process else {}
+    with untouched_rng():  # neither changes the random draws training makes (a run without them is the same)
+        lp_start = fit_heads(model, {t.name: t for t in tasks}, {n: data[n].splits["train"] for n in fresh},
+                             tokenizer.pad_token_id, fresh) if config.lp_ft and not resuming else {}
+        floor = _floors(tasks, data, encoder_source, tokenizer, config) \
+            if config.baselines and accelerator.is_main_process else {}
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
