@@ -13,7 +13,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-TASKS=${TASKS:-ncbi-disease hoc mqp mediqa-rqe bc5cdr-disease chemprot ddi ade bc5cdr-chem bc2gm jnlpba ebm-pico chia bioasq nli4ct}
+TASKS=${TASKS:-ncbi-disease hoc mqp mediqa-rqe mqp-bi mediqa-rqe-bi bc5cdr-disease chemprot ddi ade bc5cdr-chem bc2gm jnlpba ebm-pico chia bioasq nli4ct}
 SIZES=${SIZES:-100 1000}
 SEEDS=${SEEDS:-42 43 44}
 ARMS=${ARMS:-today recipe}
