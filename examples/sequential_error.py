@@ -9,7 +9,6 @@ of graphs ending with at least one (family-wise), with the Monte Carlo standard 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 from pathlib import Path
 

@@ -43,6 +43,15 @@ class BiEncoderOptions(BaseModel):
         return self
 
 
+def separate_cosine(hidden: torch.Tensor, batch: dict[str, torch.Tensor] | None, pooling: str, task: str) -> torch.Tensor:
+    """The cosine of each pair's two texts, each encoded on its own and pooled (float32, one per row)."""
+    if batch is None or "hidden_b" not in batch:
+        raise ValueError(f"task '{task}': the batch has no second text encoded on its own")
+    first = pool(hidden, batch["attention_mask"], pooling).float()
+    second = pool(batch["hidden_b"], batch["attention_mask_b"], pooling).float()
+    return nn.functional.cosine_similarity(first, second, dim=-1)
+
+
 class CosineHead(Head):
     """cos(pool(text), pool(text_b)), each text encoded on its own; no weights."""
 
@@ -56,11 +65,7 @@ class CosineHead(Head):
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        if batch is None or "hidden_b" not in batch:
-            raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
-        first = pool(hidden, batch["attention_mask"], self.pooling).float()
-        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling).float()
-        return nn.functional.cosine_similarity(first, second, dim=-1)
+        return separate_cosine(hidden, batch, self.pooling, self.config.task)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.mse_loss(logits.float(), (labels.float() - self.low) / (self.high - self.low))

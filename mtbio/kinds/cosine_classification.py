@@ -21,7 +21,8 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
 from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class
-from mtbio.model.heads import HeadConfig, output_layer, pool
+from mtbio.kinds.bi_encoder import separate_cosine
+from mtbio.model.heads import HeadConfig, output_layer
 from mtbio.tasks.kinds import TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 
@@ -47,11 +48,7 @@ class CosineClassifierHead(ClassificationHead):
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        if batch is None or "hidden_b" not in batch:
-            raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
-        first = pool(hidden, batch["attention_mask"], self.pooling).float()
-        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling).float()
-        cosine = nn.functional.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
+        cosine = separate_cosine(hidden, batch, self.pooling, self.config.task).unsqueeze(-1)
         return self.out(self.dropout(cosine.to(self.out.weight.dtype)))
 
 

@@ -44,7 +44,8 @@ def no_training_baselines(task: TaskDef, encoder_source: str, load: Any, train: 
                           scored: Sequence[Example], max_length: int) -> dict[str, float]:
     """{baseline: score under the task's metric} of the encoder at `encoder_source` (`load()` gives its
     (encoder, tokenizer), called only on a cache miss)."""
-    path = default_cache_dir() / "baselines" / f"{task.name}-{_key(task, encoder_identity(encoder_source), train, scored, max_length)}.json"
+    key = _key(task, encoder_identity(encoder_source), train, scored, max_length)
+    path = default_cache_dir() / "baselines" / f"{task.name}-{key}.json"
     try:
         return {str(k): float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
     except (OSError, ValueError, AttributeError):
