@@ -59,8 +59,9 @@ def test_pooler_pooling_without_a_pooler_fails_when_the_model_is_built(encoder_f
 def test_a_head_config_with_an_unknown_pooling_is_refused() -> None:
     data = HeadConfig(task="t", type="classification", hidden_size=32, labels=["a", "b"]).to_json()
     assert HeadConfig.from_json(data).pooling == "cls"
-    with pytest.raises(ValueError, match="pooling must be one of cls, pooler, not 'mean'"):
-        HeadConfig.from_json({**data, "pooling": "mean"})
+    assert HeadConfig.from_json({**data, "pooling": "mean"}).pooling == "mean"
+    with pytest.raises(ValueError, match="pooling must be one of cls, pooler, mean, not 'max'"):
+        HeadConfig.from_json({**data, "pooling": "max"})
 
 
 @pytest.mark.parametrize("head_type, labels", [("classification", ["a", "b"]), ("regression", []),

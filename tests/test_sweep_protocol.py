@@ -24,8 +24,14 @@ def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
     # every option they recorded is still part of the protocol, but the checkpoint and log cadence (recorded
     # before they were found not to change what a cell trains)
     assert set(saved) - set(protocol_options()) <= {"save_every", "log_every"}
-    config = RunConfig(**saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
+    # options added since were off (their field defaults) when the sweep ran, whatever today's recipe sets
+    added = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()
+             if k not in saved}
+    config = RunConfig(**added, **saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
     check_protocol(sweep_dir, config)
+    if "min_steps" in added and config.recipe == "minilm":  # today's recipe trains otherwise: refused, named
+        with pytest.raises(MtbioError, match="min_steps: None there, 200 now"):
+            check_protocol(sweep_dir, RunConfig(**saved, tasks=["a"], seed=1, output="elsewhere"))
     changed = RunConfig(**{**saved, "batch_size": saved["batch_size"] + 1})
     with pytest.raises(MtbioError, match="batch_size"):
         check_protocol(sweep_dir, changed)
@@ -52,7 +58,8 @@ def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
     shutil.copy(SWEEPS[0] / "sweep.json", old / "sweep.json")
     saved = json.loads((old / "sweep.json").read_text())["protocol"]
     assert "weighting" not in saved
-    check_protocol(old, RunConfig(**saved))  # recorded before --weighting existed: trained at its default
+    # recorded before --weighting (and the small-data options) existed: trained at their defaults
+    check_protocol(old, RunConfig(**saved, recipe="mt-bert"))
 
 
 def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: Path, tiny_encoder: str) -> None:

@@ -155,8 +155,9 @@ def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
     current = protocol(config)
     # an option recorded before it left the protocol (it does not change what a cell trains) is not compared
     saved = {k: v for k, v in json.loads(path.read_text()).get("protocol", {}).items() if k in current}
-    # an option added to mtbio after the sweep was recorded was trained at its default
-    defaults = protocol(RunConfig())
+    # an option added to mtbio after the sweep was recorded was trained as if at its field default (what it leaves
+    # off), not at today's recipe value
+    defaults = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()}
     saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     changed = [f"{k}: {saved.get(k)!r} there, {current.get(k)!r} now" for k in sorted(set(saved) | set(current))
                if saved.get(k) != current.get(k)]
