@@ -70,8 +70,7 @@ def build(results: Path) -> dict[str, Any]:
         any_run = next(iter(next(iter(arms.values())).values()))
         metric = result_metric(any_run, task)
         sign = metric_sign(metric)
-        row: dict[str, Any] = {"task": task, "size": size, "metric": metric, "arms": {},
-                               "train_examples": any_run.get("train_examples")}
+        row: dict[str, Any] = {"task": task, "size": size, "metric": metric, "arms": {}}  # size: the cap asked
         for arm, runs in arms.items():
             scores = {seed: _score(r, task) for seed, r in runs.items()}
             row["arms"][arm] = {"mean": statistics.fmean(scores.values()),
@@ -117,7 +116,7 @@ def table(summary: dict[str, Any]) -> str:
         sd = f" ± {100 * entry['sd']:.1f}" if entry["sd"] is not None else ""
         return f"{100 * entry['mean']:.1f}{sd} ({entry['steps']:.0f} steps)"
 
-    lines = ["| task | n | metric | trivial | no-training baselines | today | recipe | recipe vs best baseline | "
+    lines = ["| task | n (cap) | metric | trivial | no-training baselines | today | recipe | recipe vs best baseline | "
              "recipe − today |", "|---|---:|---|---:|---|---:|---:|---|---|"]
     for row in summary["rows"]:
         name = f"{row['task']} n={row['size']}"
@@ -126,7 +125,7 @@ def table(summary: dict[str, Any]) -> str:
         for family in ("floor", "recipe_vs_today"):
             cell = summary[family].get(name)
             cells.append("–" if cell is None else f"{100 * cell['delta']:+.1f}, {verdict_text(cell)}")
-        lines.append(f"| {row['task']} | {row['train_examples']} | {row['metric']} | {100 * row['trivial']:.1f} | {base} "
+        lines.append(f"| {row['task']} | {row['size']} | {row['metric']} | {100 * row['trivial']:.1f} | {base} "
                      f"| {arm(row, 'today')} | {arm(row, 'recipe')} | {cells[0]} | {cells[1]} |")
     held, today = summary["floor_holds"], summary["floor_holds_today"]
     lines += ["", f"Floor held (the recipe not judged lower than its best baseline): {held['held']} of {held['points']} "
