@@ -9,10 +9,10 @@ of graphs ending with at least one (family-wise), with the Monte Carlo standard 
 from __future__ import annotations
 
 import argparse
-import platform
 from pathlib import Path
 
 from mtbio.fileio import write_json
+from mtbio.training.flops import machine_key
 from mtbio.reporting.verdicts import simulate_sequential
 
 HERE = Path(__file__).resolve().parent
@@ -38,7 +38,7 @@ def main() -> None:
                   f"graphs with a false verdict {fwer:.4f} ± {r['family_wise_se']:.4f}  seeds/edge {r['mean_seeds']:.2f}")
     write_json(HERE / "sequential_error" / "summary.json",
                {"edges": 12, "alpha": 0.05, "min_delta": 0.01, "correction": "holm", "runs": args.runs,
-                "machine": platform.processor() or platform.machine(), "rows": rows})
+                "machine": machine_key(), "rows": rows})
 
 
 if __name__ == "__main__":
