@@ -4,7 +4,7 @@ judged by the shared rule with Holm over the graph after every added seed (`--se
 once at a fixed 8 seeds. Prints and writes the share of edges ending falsely green or red (per edge) and the share
 of graphs ending with at least one (family-wise), with the Monte Carlo standard error of each. Nothing is trained.
 
-    python examples/sequential_error.py [--runs 1500]
+    python examples/sequential_error.py [--runs 1500] [--output DIR]
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ SPREADS = (0.01, 0.02, 0.05, 0.15)  # per-seed sd of Δ, in the metric's 0-1 uni
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1500)
+    parser.add_argument("--output", type=Path, default=HERE / "sequential_error")
     args = parser.parse_args()
     rows = []
     for sd in SPREADS:
@@ -36,7 +37,7 @@ def main() -> None:
             r = rows[-1]
             print(f"sd {r['sd_points']:>4.0f} pt  {design:15s} per edge {per_edge:.4f} ± {r['per_edge_se']:.4f}  "
                   f"graphs with a false verdict {fwer:.4f} ± {r['family_wise_se']:.4f}  seeds/edge {r['mean_seeds']:.2f}")
-    write_json(HERE / "sequential_error" / "summary.json",
+    write_json(args.output / "summary.json",
                {"edges": 12, "alpha": 0.05, "min_delta": 0.01, "correction": "holm", "runs": args.runs,
                 "machine": machine_key(), "rows": rows})
 

@@ -93,6 +93,12 @@ def test_sequential_design_without_correction_errs_more_than_with_holm() -> None
     assert 3 <= holm["mean_seeds"] <= 6
     tight = simulate_sequential(0.001, max_seeds=6, runs=20, edges=6)
     assert tight["no_effect"] == 1.0 and tight["mean_seeds"] == 3  # decided in the first round
+    assert tight["family_wise_error"] == 0.0
+    # a graph errs when any of its edges does: at least the per-edge rate, at most edges x it
+    per_edge = plain["false_green"] + plain["false_red"]
+    assert per_edge <= plain["family_wise_error"] <= min(1.0, 6 * per_edge) + 1e-12
+    fixed = simulate_sequential(0.02, max_seeds=6, start=6, runs=40, edges=6)
+    assert fixed["mean_seeds"] == 6  # start = max_seeds: one look, the fixed design
 
 
 DELTAS = {("kw-all", "kw-few"): lambda s: 0.1 + 0.001 * (s % 3),  # green at 3 seeds

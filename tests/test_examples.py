@@ -283,3 +283,14 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
     shutil.rmtree(tmp_path / "runs")
     again = _run_script("small_data_floor.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and not (tmp_path / "runs").exists()
+
+
+def test_sequential_error_script_writes_its_rows(tmp_path: Path) -> None:
+    """examples/sequential_error.py with a few simulated graphs: a row per spread and design, rates in [0, 1]."""
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "sequential_error.py"), "--runs", "6", "--output",
+                           str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(r["sd_points"], r["design"]) for r in summary["rows"]][:2] == [(1.0, "adaptive 3 -> 8"), (1.0, "fixed 8")]
+    assert len(summary["rows"]) == 8 and all(0 <= r["family_wise_error"] <= 1 for r in summary["rows"])
+    assert all(r["mean_seeds"] == 8 for r in summary["rows"] if r["design"] == "fixed 8")
