@@ -23,7 +23,7 @@ import yaml
 
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
-from mtbio.reporting.verdicts import HURTS, RULE, compare, correct, verdict_text
+from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, RULE, compare, correct, verdict_text
 
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
@@ -101,7 +101,10 @@ def build(results: Path) -> dict[str, Any]:
     families = {"floor": correct(floor_tests, "holm", ALPHA, MIN_DELTA) if floor_tests else None,
                 "recipe_vs_today": correct(recipe_tests, "holm", ALPHA, MIN_DELTA) if recipe_tests else None}
     def holds(tests: dict[str, Any]) -> dict[str, int]:
-        return {"points": len(tests), "held": sum(cell["verdict"] != HURTS for cell in tests.values())}
+        """Points judged (all their seeds in), how many hold, and how many still wait for seeds."""
+        judged = [cell for cell in tests.values() if cell["n_seeds"] >= MIN_SEEDS]
+        return {"points": len(judged), "held": sum(cell["verdict"] != HURTS for cell in judged),
+                "waiting": len(tests) - len(judged)}
 
     return {"rule": RULE, "alpha": ALPHA, "min_delta": MIN_DELTA, "rows": rows, "families": families,
             "floor": floor_tests, "recipe_vs_today": recipe_tests, "floor_today": today_tests,
@@ -129,8 +132,8 @@ def table(summary: dict[str, Any]) -> str:
                      f"| {arm(row, 'today')} | {arm(row, 'recipe')} | {cells[0]} | {cells[1]} |")
     held, today = summary["floor_holds"], summary["floor_holds_today"]
     lines += ["", f"Floor held (the recipe not judged lower than its best baseline): {held['held']} of {held['points']} "
-              f"points with a baseline above trivial; under today's defaults (described): {today['held']} of "
-              f"{today['points']}."]
+              f"points with a baseline above trivial and {MIN_SEEDS} seeds ({held['waiting']} waiting for seeds); under "
+              f"today's defaults (described): {today['held']} of {today['points']} ({today['waiting']} waiting)."]
     return "\n".join(lines)
 
 
