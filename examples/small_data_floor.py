@@ -23,6 +23,7 @@ import yaml
 
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
+from mtbio.model.floor import best_baseline
 from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, RULE, compare, correct, verdict_text
 
 HERE = Path(__file__).resolve().parent
@@ -51,11 +52,7 @@ def result_metric(result: dict[str, Any], task: str) -> str:
 
 
 def _best_baseline(result: dict[str, Any], task: str, metric: str) -> tuple[str, float] | None:
-    found = (result.get("baselines") or {}).get(task) or {}
-    if not found:
-        return None
-    sign = metric_sign(metric)
-    return max(found.items(), key=lambda item: sign * item[1])
+    return best_baseline((result.get("baselines") or {}).get(task) or {}, metric)
 
 
 def build(results: Path) -> dict[str, Any]:

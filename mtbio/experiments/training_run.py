@@ -168,29 +168,30 @@ def _check_same_task(run_dir: Path, task: TaskDef) -> None:
     """Refuse a resume whose definition of `task` is not the one the run was trained with."""
     path = RunDir(run_dir).tasks_dir / f"{task.name}.yml"
     try:
-        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+        saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         raise MtbioError(f"{path}: --resume needs the run's copy of task '{task.name}' to check its definition "
                          "against") from None
     now = task.model_dump(mode="json")
-    changed = [key for key in dict.fromkeys([*now, *(saved or {})]) if (saved or {}).get(key) != now.get(key)]
+    changed = [key for key in dict.fromkeys([*now, *saved]) if saved.get(key) != now.get(key)]
     if changed:
         key = changed[0]
         raise MtbioError(f"--resume: task '{task.name}' has changed since {run_dir} was trained ({key}: "
-                         f"{(saved or {}).get(key)!r} then, {now.get(key)!r} now; {path} holds the run's copy); "
+                         f"{saved.get(key)!r} then, {now.get(key)!r} now; {path} holds the run's copy); "
                          "restore the definition, or start a new run with another --output")
 
 
 def _floors(tasks: list[TaskDef], data: dict[str, TaskData], encoder_source: str | None, tokenizer: Any,
             config: RunConfig) -> dict[str, dict[str, float]]:
-    """Each task's no-training baselines of the start encoder on the run's training subset and dev split."""
+    """Each task's no-training baselines of the start encoder (loaded again, once, on a cache miss: the run's own is
+    changed by layer options and adapters) on the run's training subset and dev split."""
     source = encoder_source or default_encoder_path()
     loaded: list[Any] = []
 
     def load() -> tuple[Any, Any]:
         if not loaded:
-            loaded.extend([load_encoder(source).eval(), load_tokenizer(source)])
-        return loaded[0], loaded[1]
+            loaded.append(load_encoder(source).eval())
+        return loaded[0], tokenizer
 
     return {task.name: no_training_baselines(task, source, load, data[task.name].splits["train"].examples,
                                              data[task.name].splits["dev"].examples,

@@ -60,13 +60,16 @@ def no_training_baselines(task: TaskDef, encoder_source: str, load: Any, train: 
     return scores
 
 
+def best_baseline(baselines: Mapping[str, float], metric: str) -> tuple[str, float] | None:
+    """The best of the baselines in the metric's direction (None without any)."""
+    sign = metric_sign(metric)
+    return max(baselines.items(), key=lambda item: sign * item[1]) if baselines else None
+
+
 def below_floor(score: float, baselines: Mapping[str, float], metric: str) -> tuple[str, float] | None:
     """The best baseline when `score` is below it (in the metric's direction), else None."""
-    if not baselines:
-        return None
-    sign = metric_sign(metric)
-    name, best = max(baselines.items(), key=lambda item: sign * item[1])
-    return (name, best) if sign * (score - best) < 0 else None
+    best = best_baseline(baselines, metric)
+    return best if best is not None and metric_sign(metric) * (score - best[1]) < 0 else None
 
 
 def describe_floor(name: str) -> str:
