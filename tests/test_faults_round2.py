@@ -190,6 +190,7 @@ def test_f5_a_card_of_a_fine_tune_from_a_refine_names_the_refinement(runs: Path,
     card = (out / "README.md").read_text()
     assert (f"- **Base model:** {tiny_encoder}, refined by mtbio on demo-ner, demo-relation, then fine-tuned on "
             "demo-relation") in card
+    assert "- **Task:** demo-relation (classification), metric `micro_f1`; labels: DDI-false, DDI-effect" in card
 
 
 # ---- F6: no verdict under 3 seeds, on every surface ----------------------------------------------------------------

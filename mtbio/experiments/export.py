@@ -406,6 +406,8 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
                else [_usage(definition, is_pair_task(definition), output)]),
              "```", "",
              *_provenance(run_dir, task, results, settings),
+             f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "
+             f"{', '.join(definition.label_list) or 'a score'}.",
              f"- **Data:** {definition.citation or definition.name}."
              + (" No official split: train/dev/test are derived by document (see the task notes)."
                 if definition.derived_split is not None else "")
