@@ -20,10 +20,10 @@ from torch import nn
 from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
-from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class
+from mtbio.kinds.classification import Classification, ClassificationHead, class_labels
 from mtbio.kinds.bi_encoder import separate_cosine
 from mtbio.model.heads import HeadConfig, output_layer
-from mtbio.tasks.kinds import TaskKind, register_kind
+from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
 
 
@@ -53,13 +53,13 @@ class CosineClassifierHead(ClassificationHead):
 
 
 @register_kind
-class CosineClassification(TaskKind):
+class CosineClassification(Classification):
+    """Classification's labels, metrics and trivial predictor; its own features and head."""
+
     name = "cosine_classification"
-    label_form = "class"
-    min_labels = 2
     sentence_level = False
-    default_metric = "accuracy"
     options = CosineClassificationOptions
+    export = None  # no transformers class carries the head
 
     def check(self, task: TaskDef) -> list[str]:
         if not is_pair_task(task):
@@ -77,6 +77,3 @@ class CosineClassification(TaskKind):
 
     def head(self, config: HeadConfig) -> CosineClassifierHead:
         return CosineClassifierHead(config)
-
-    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
-        return [majority_class(task, train)] * len(scored)
