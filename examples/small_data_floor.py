@@ -24,10 +24,11 @@ import yaml
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
 from mtbio.model.floor import best_baseline
-from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, RULE, compare, correct, verdict_text
+from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, Rule, compare, correct, verdict_text
 
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
+RULE = Rule(version="v1", alpha=ALPHA, min_delta=MIN_DELTA)  # the rule declared with the study
 
 
 def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
@@ -87,23 +88,23 @@ def build(results: Path) -> dict[str, Any]:
                 best = {seed: f[1] for seed, f in floors.items() if f}
                 row.setdefault("best_baseline", statistics.fmean(best.values()))
                 if sign * (statistics.fmean(best.values()) - row["trivial"]) > 0:  # a floor above the trivial score
-                    tests[name] = compare({s: _score(r, task) for s, r in runs.items()}, best, sign, ALPHA, MIN_DELTA)
+                    tests[name] = compare({s: _score(r, task) for s, r in runs.items()}, best, metric)
         recipe = arms.get("recipe", {})
         if recipe and "today" in arms:
             recipe_tests[name] = compare({s: _score(r, task) for s, r in recipe.items()},
-                                         {s: _score(r, task) for s, r in arms["today"].items()}, sign, ALPHA, MIN_DELTA)
+                                         {s: _score(r, task) for s, r in arms["today"].items()}, metric)
         rows.append(row)
     if today_tests:
-        correct(today_tests, "holm", ALPHA, MIN_DELTA)
-    families = {"floor": correct(floor_tests, "holm", ALPHA, MIN_DELTA) if floor_tests else None,
-                "recipe_vs_today": correct(recipe_tests, "holm", ALPHA, MIN_DELTA) if recipe_tests else None}
+        correct(today_tests, RULE)
+    families = {"floor": correct(floor_tests, RULE) if floor_tests else None,
+                "recipe_vs_today": correct(recipe_tests, RULE) if recipe_tests else None}
     def holds(tests: dict[str, Any]) -> dict[str, int]:
         """Points judged (all their seeds in), how many hold, and how many still wait for seeds."""
         judged = [cell for cell in tests.values() if cell["n_seeds"] >= MIN_SEEDS]
         return {"points": len(judged), "held": sum(cell["verdict"] != HURTS for cell in judged),
                 "waiting": len(tests) - len(judged)}
 
-    return {"rule": RULE, "alpha": ALPHA, "min_delta": MIN_DELTA, "rows": rows, "families": families,
+    return {**RULE.fields(), "rows": rows, "families": families,
             "floor": floor_tests, "recipe_vs_today": recipe_tests, "floor_today": today_tests,
             "floor_holds": holds(floor_tests), "floor_holds_today": holds(today_tests)}
 

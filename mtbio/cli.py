@@ -559,12 +559,19 @@ def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, w
                    "(repeatable), e.g. ddi=macro_f1 for DDI's macro F1 over its four interaction types.")
 @click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
               help="Multiplicity control across the table's --compare-to tests: holm, bh (Benjamini–Hochberg) or none.")
+@click.option("--rule", type=click.Choice(["v2", "v1"]), default="v2", show_default=True,
+              help="Decision rule for --compare-to and for a study directory's comparisons, judged again from their "
+                   "per-seed scores without training: v2 (the interval against ±min-delta, level split over looks and "
+                   "family) or v1 (the rule before, for comparison).")
+@click.option("--looks", metavar="FIRST:LAST",
+              help="A study run with adaptive seeds whose file does not record them: its first and last seed count "
+                   "(e.g. 3:8), so v2 spends the level over those looks.")
 @click.option("--curves", is_flag=True,
               help="Draw each RUN_DIR's training loss and dev score per task against the step into "
                    "RUN_DIR/curves.png (from its metrics.jsonl).")
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
            trivial: bool, data_dir: str | None, compare_to: str | None, compare_each: bool,
-           metric_overrides: tuple[str, ...], curves: bool, correction: str) -> None:
+           metric_overrides: tuple[str, ...], curves: bool, correction: str, rule: str, looks: str | None) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -576,7 +583,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from mtbio.experiments.reports import ReportOptions, render_report
 
     options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
-                            metric_overrides, curves, correction)
+                            metric_overrides, curves, correction, rule, looks)
     for line in render_report([Path(p) for p in run_dirs], options):
         click.echo(line)
 

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from mtbio.reporting.relations import build_relations, reliability
-from mtbio.reporting.verdicts import (DECIDED, IMPROVES, NO_EFFECT, UNDECIDED, adjust, compare, correct,
+from mtbio.reporting.verdicts import (DECIDED, IMPROVES, NO_EFFECT, UNDECIDED, Rule, adjust, compare, correct,
                                       simulate_sequential, t_interval)
+
+V1 = Rule(version="v1")
 
 
 def test_holm_and_bh_match_hand_computed_values() -> None:
@@ -30,14 +32,14 @@ def test_t_interval_matches_hand_computed_value() -> None:
     assert t_interval([1.0]) is None
 
 
-def test_the_verdict_uses_the_corrected_p_and_names_its_family() -> None:
-    cells = {"a->b": compare({1: 0.60, 2: 0.68, 3: 0.62}, {1: 0.50, 2: 0.50, 3: 0.50}, 1.0, 0.05, 0.01),
-             "b->a": compare({1: 0.5, 2: 0.7, 3: 0.4}, {1: 0.5, 2: 0.5, 3: 0.5}, 1.0, 0.05, 0.01),
-             "c->a": compare({1: 0.5, 2: 0.501, 3: 0.499}, {1: 0.5, 2: 0.5, 3: 0.5}, 1.0, 0.05, 0.01)}
+def test_v1_uses_the_corrected_p_and_names_its_family() -> None:
+    cells = {"a->b": compare({1: 0.60, 2: 0.68, 3: 0.62}, {1: 0.50, 2: 0.50, 3: 0.50}),
+             "b->a": compare({1: 0.5, 2: 0.7, 3: 0.4}, {1: 0.5, 2: 0.5, 3: 0.5}),
+             "c->a": compare({1: 0.5, 2: 0.501, 3: 0.499}, {1: 0.5, 2: 0.5, 3: 0.5})}
     raw = cells["a->b"]["p_value"]
-    assert 0.05 / 3 < raw < 0.05 and cells["a->b"]["verdict"] == IMPROVES  # passes alone, not after Holm over 3
-    family = correct(cells, "holm", 0.05, 0.01)
-    assert family == {"correction": "holm", "m": 3, "tests": ["a->b", "b->a", "c->a"]}
+    assert 0.05 / 3 < raw < 0.05  # would pass alone, not after Holm over 3
+    family = correct(cells, V1)
+    assert family == {"correction": "holm", "m": 3, "tests": ["a->b", "b->a", "c->a"], "rule": "v1"}
     assert cells["a->b"]["p_adjusted"] == pytest.approx(3 * raw) and cells["a->b"]["verdict"] == NO_EFFECT
     assert cells["a->b"]["state"] == UNDECIDED and cells["b->a"]["state"] == UNDECIDED
     assert cells["c->a"]["state"] == DECIDED  # the whole interval inside ±1 point
@@ -79,25 +81,25 @@ def test_reliability_matches_hand_computed_figures() -> None:
 def test_relations_carry_interval_family_and_reliability() -> None:
     base = {"a": {1: 0.5, 2: 0.5, 3: 0.5}, "b": {1: 0.5, 2: 0.5, 3: 0.5}}
     together = {("a", "b"): {1: 0.6, 2: 0.61, 3: 0.62}, ("b", "a"): {1: 0.4, 2: 0.6, 3: 0.5}}
-    relations = build_relations({"a": "accuracy", "b": "accuracy"}, base, together, 0.05, 0.01, correction="bh")
+    relations = build_relations({"a": "accuracy", "b": "accuracy"}, base, together, Rule(correction="bh"))
     assert relations["family"]["correction"] == "bh" and relations["family"]["m"] == 2
     assert all(len(e["ci"]) == 2 and "p_adjusted" in e and "state" in e for e in relations["edges"])
     assert relations["reliability"] is None  # two edges: no ranking to repeat
 
 
 def test_sequential_design_without_correction_errs_more_than_with_holm() -> None:
-    holm = simulate_sequential(0.02, max_seeds=6, runs=40, edges=6)
-    plain = simulate_sequential(0.02, max_seeds=6, runs=40, edges=6, correction="none")
+    holm = simulate_sequential(0.02, max_seeds=6, rule=V1, runs=40, edges=6)
+    plain = simulate_sequential(0.02, max_seeds=6, rule=Rule(version="v1", correction="none"), runs=40, edges=6)
     assert sum(holm[k] for k in ("false_green", "false_red", "no_effect", "undecided")) == pytest.approx(1.0)
     assert plain["false_green"] + plain["false_red"] > holm["false_green"] + holm["false_red"]
     assert 3 <= holm["mean_seeds"] <= 6
-    tight = simulate_sequential(0.001, max_seeds=6, runs=20, edges=6)
+    tight = simulate_sequential(0.001, max_seeds=6, rule=V1, runs=20, edges=6)
     assert tight["no_effect"] == 1.0 and tight["mean_seeds"] == 3  # decided in the first round
     assert tight["family_wise_error"] == 0.0
     # a graph errs when any of its edges does: at least the per-edge rate, at most edges x it
     per_edge = plain["false_green"] + plain["false_red"]
     assert per_edge <= plain["family_wise_error"] <= min(1.0, 6 * per_edge) + 1e-12
-    fixed = simulate_sequential(0.02, max_seeds=6, start=6, runs=40, edges=6)
+    fixed = simulate_sequential(0.02, max_seeds=6, rule=V1, start=6, runs=40, edges=6)
     assert fixed["mean_seeds"] == 6  # start = max_seeds: one look, the fixed design
 
 
@@ -115,7 +117,7 @@ def test_adaptive_rounds_add_seeds_only_to_undecided_edges_and_stop(
         if cell.kind == "baseline":
             return 0.5
         partner = next(t for t in cell.tasks if t != task.name)
-        small = 0.001 * ((cell.seed % 3) - 1)  # Δ within ±0.1 point: "no effect larger than min-delta"
+        small = 0.0001 * ((cell.seed % 3) - 1)  # Δ within ±0.01 point: "no effect larger than min-delta"
         return 0.5 + DELTAS.get((partner, task.name), lambda s: small)(cell.seed)
 
     rounds: list[list[Any]] = []

@@ -197,31 +197,30 @@ def test_f5_a_card_of_a_fine_tune_from_a_refine_names_the_refinement(runs: Path,
 
 def test_f6_no_surface_prints_a_verdict_under_three_seeds() -> None:
     from mtbio.reporting.selection import verify_pairs
-    from mtbio.reporting.verdicts import correct, compare, verdict_text
+    from mtbio.reporting.verdicts import Rule, correct, compare, verdict_text
 
     alone = {1: 0.50}
-    summary, kept = verify_pairs(alone, {"other": {1: 0.40}}, "accuracy", 0.05, 0.01, "holm")
+    summary, kept = verify_pairs(alone, {"other": {1: 0.40}}, "accuracy")
     cell = summary["pairs"]["other"]
     assert kept == [] and verdict_text(cell).startswith("no verdict (1 seed: a verdict needs at least 3")
-    uncorrected = compare({1: 0.4, 2: 0.4}, {1: 0.5, 2: 0.5}, 1.0, 0.05, 0.01)  # 2 seeds, never corrected
+    uncorrected = compare({1: 0.4, 2: 0.4}, {1: 0.5, 2: 0.5})  # 2 seeds, never corrected
     assert verdict_text(uncorrected).startswith("no verdict (2 seeds")
-    cells = {"a": compare({1: 0.6, 2: 0.61, 3: 0.62}, {1: 0.5, 2: 0.5, 3: 0.5}, 1.0, 0.05, 0.01)}
-    correct(cells, "holm", 0.05, 0.01)
+    cells = {"a": compare({1: 0.6, 2: 0.61, 3: 0.62}, {1: 0.5, 2: 0.5, 3: 0.5})}
+    correct(cells, Rule())
     assert verdict_text(cells["a"]) == "improves"
 
 
 def test_f6_select_md_at_one_seed_prints_no_verdict() -> None:
     from mtbio.reporting.selection import build_selection, selection_markdown, verify_pairs
 
-    pairs, selected = verify_pairs({1: 0.50}, {"other": {1: 0.40}}, "accuracy", 0.05, 0.01, "holm")
-    outcome = build_selection("t", "accuracy", {"alone": {1: 0.50}, "selected": {1: 0.40}, "all": {1: 0.45}},
-                              0.05, 0.01, "holm")
+    pairs, selected = verify_pairs({1: 0.50}, {"other": {1: 0.40}}, "accuracy")
+    outcome = build_selection("t", "accuracy", {"alone": {1: 0.50}, "selected": {1: 0.40}, "all": {1: 0.45}})
     result = {"target": "t", "outcome": outcome, "predictor": "cosine", "candidates": ["other"],
               "ranking": [{"task": "other", "score": 0.1}], "verify": True, "top": 1, "correction": "holm",
               "prediction_cost": {"wall_seconds": 1.0, "train_equivalent_examples": 10.0}, "seeds": [1],
               "selected": selected, **pairs}
     text = selection_markdown(result)
-    assert "no effect" not in text.replace("else no effect", ""), text
+    assert "no effect" not in text.split("Rule:")[0], text
     assert text.count("no verdict (1 seed: a verdict needs at least 3)") == 4, text
 
 

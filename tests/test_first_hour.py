@@ -122,7 +122,7 @@ def test_an_edge_into_a_target_learned_neither_alone_nor_together_gets_no_verdic
     baseline = {"a": _scores([0.50, 0.50, 0.50]), "b": _scores([0.80, 0.81, 0.80])}
     together = {("b", "a"): _scores([0.495, 0.496, 0.494]),  # still at a's trivial 0.50: two untrained heads
                 ("a", "b"): _scores([0.90, 0.91, 0.90])}
-    relations = build_relations(metrics, baseline, together, 0.05, 0.01, trivial={"a": 0.50, "b": 0.40})
+    relations = build_relations(metrics, baseline, together, trivial={"a": 0.50, "b": 0.40})
     edges = {(e["source"], e["target"]): e for e in relations["edges"]}
     into_a = edges[("b", "a")]
     assert into_a["verdict"] == NO_EFFECT and into_a["state"] == WITHHELD
@@ -131,7 +131,7 @@ def test_an_edge_into_a_target_learned_neither_alone_nor_together_gets_no_verdic
     assert relations["nodes"][0]["trivial"] == 0.50
     # a target learned only with its partner is the effect pairwise training looks for: judged
     together[("b", "a")] = _scores([0.70, 0.72, 0.71])
-    lifted = build_relations(metrics, baseline, together, 0.05, 0.01, trivial={"a": 0.50, "b": 0.40})
+    lifted = build_relations(metrics, baseline, together, trivial={"a": 0.50, "b": 0.40})
     assert next(e for e in lifted["edges"] if e["target"] == "a")["verdict"] == IMPROVES
 
 

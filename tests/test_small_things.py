@@ -93,7 +93,7 @@ def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
     relations = build_relations({"a": "accuracy", "b": "accuracy"},
                                 {"a": {s: 0.50 for s in seeds}, "b": {s: 0.80 + 0.01 * i for i, s in enumerate(seeds)}},
                                 {("b", "a"): {s: 0.70 for s in seeds}, ("a", "b"): {s: 0.81 for s in seeds}},
-                                0.05, 0.01, trivial={"a": 0.50, "b": 0.40})
+                                trivial={"a": 0.50, "b": 0.40})
     assert unlearned_tasks(relations) == ["a"]
     write_relations(tmp_path, relations)
     assert "not learned alone (baseline within a point of its trivial score): a" in report_relations(tmp_path)

@@ -3,9 +3,10 @@
 Every metric has the signature `fn(gold, pred, task, groups=None) -> float` and sees labels as
 `mtbio.data.example` defines them (by the task kind's label form: one class, a str; a set of classes,
 a list of positive labels; tags, a list of tags per word; a number, a float), never ids or tensors.
-A metric is registered with the label forms it scores, its direction and display scale
-(`register_metric`): model selection, early stopping,
-verdicts, tables and plots read them from here (`metric_sign`, `metric_scale`, `selection_score`).
+A metric is registered with the label forms it scores, its direction, display scale and effect threshold
+(`register_metric`): model selection, early stopping, verdicts, tables and plots read them from here
+(`metric_sign`, `metric_scale`, `metric_min_delta`, `selection_score`). mse's threshold, 0.05 squared label units,
+is a twentieth of the variance of a 0–4 similarity score with sd 1.
 `score_task` computes a task's primary metric and its extra metrics.
 """
 from __future__ import annotations
@@ -29,13 +30,15 @@ MetricFn = Callable[[Sequence[Label], Sequence[Label], TaskDef, Groups | None], 
 
 @dataclass(frozen=True)
 class Metric:
-    """A registered metric: the function, whether higher is better, and the factor tables show it by."""
+    """A registered metric: the function, whether higher is better, the factor tables show it by, and the smallest
+    difference the decision rule counts as an effect (in the metric's own units)."""
 
     name: str
     fn: MetricFn
     forms: tuple[str, ...]  # the label forms it scores (mtbio.tasks.kinds.LabelForm)
     higher_is_better: bool = True
     scale: float = 100.0
+    min_delta: float = 0.01
 
     def __call__(self, gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                  groups: Groups | None = None) -> float:
@@ -46,11 +49,11 @@ METRICS: Registry[Metric] = Registry("metric")
 
 
 def register_metric(name: str, forms: tuple[str, ...], higher_is_better: bool = True,
-                    scale: float = 100.0) -> Callable[[MetricFn], MetricFn]:
+                    scale: float = 100.0, min_delta: float = 0.01) -> Callable[[MetricFn], MetricFn]:
     """Register a metric function under `name` (a task definition's `metric`) with the label forms it scores,
-    its direction and scale."""
+    its direction, display scale and effect threshold (default: one point of a 0–1 score)."""
     def decorator(fn: MetricFn) -> MetricFn:
-        METRICS.register(name)(Metric(name, fn, tuple(forms), higher_is_better, scale))
+        METRICS.register(name)(Metric(name, fn, tuple(forms), higher_is_better, scale, min_delta))
         return fn
 
     return decorator
@@ -64,6 +67,11 @@ def metric_sign(name: str) -> float:
 def metric_scale(name: str) -> float:
     """The factor tables show the metric by (×100 for scores in [0, 1], ×1 for errors such as mse)."""
     return METRICS.get(name).scale
+
+
+def metric_min_delta(name: str) -> float:
+    """The smallest difference the decision rule counts as an effect, in the metric's own units."""
+    return METRICS.get(name).min_delta
 
 
 def score_task(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label],
@@ -167,7 +175,7 @@ def spearman(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups
     return 0.0 if _is_constant(g) or _is_constant(p) else float(spearmanr(g, p)[0])
 
 
-@register_metric("mse", ("number",), higher_is_better=False, scale=1.0)
+@register_metric("mse", ("number",), higher_is_better=False, scale=1.0, min_delta=0.05)
 def mse(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: Groups | None = None) -> float:
     """Mean squared error (lower is better)."""
     g, p = _regression_arrays(gold, pred, task, "mse")

@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 from mtbio.errors import MtbioError
+from mtbio.reporting.verdicts import Rule
 from mtbio.tasks.loading import TaskCatalog, load_catalog, resolve_data_dir
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import RunConfig
@@ -33,6 +34,13 @@ def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
     if len(label) > 60:
         label = f"{len(names)}tasks-" + hashlib.sha1("+".join(names).encode()).hexdigest()[:8]
     return f"{label}-seed{config.seed}"
+
+
+def decision_rule(config: RunConfig) -> Rule:
+    """The rule a study's comparisons are judged by: --rule, --alpha, --min-delta, --correction, --spending, and
+    the looks of adaptive seeds (--seeds first, --max-seeds last)."""
+    looks = (int(config.seeds or 3), config.max_seeds) if config.max_seeds else None
+    return Rule(config.rule, config.alpha, config.min_delta, config.correction, config.spending, looks)
 
 
 def refuse_adaptive_seeds(config: RunConfig, command: str) -> None:

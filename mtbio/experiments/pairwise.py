@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, resolve_tasks
+from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, resolve_tasks
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
                                     seeds_of)
 from mtbio.reporting.affinity import pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
+from mtbio.reporting.verdicts import Rule
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
@@ -60,8 +61,9 @@ def next_round(relations: dict[str, Any], tasks: list[TaskDef], sweep_dir: Path,
             for kind, names, seed in undecided_cells(relations, config.max_seeds)]
 
 
-def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig) -> dict[str, Any]:
-    """Read every cell's scores and build relations.json's content."""
+def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig,
+                      rule: Rule | None = None) -> dict[str, Any]:
+    """Read every cell's scores and build relations.json's content, judged by `rule` (default: the config's)."""
     by_name = {t.name: t for t in tasks}
     splits = ["dev", "test"] if config.eval_test else ["dev"]
     baseline: dict[str, dict[str, dict[int, float]]] = {s: {t.name: {} for t in tasks} for s in splits}
@@ -80,8 +82,8 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
                     together[split].setdefault((partner, target), {})[cell.seed] = score
     metrics = {t.name: t.metric for t in tasks}
     test = (baseline["test"], together["test"]) if config.eval_test else None
-    return build_relations(metrics, baseline["dev"], together["dev"], config.alpha, config.min_delta, "dev", test,
-                           config.correction, baseline_trivial(cells))
+    return build_relations(metrics, baseline["dev"], together["dev"], rule or decision_rule(config), "dev", test,
+                           baseline_trivial(cells))
 
 
 def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
@@ -132,10 +134,10 @@ def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None])
     return keep
 
 
-def rebuild_relations(sweep_dir: Path) -> list[Path]:
+def rebuild_relations(sweep_dir: Path, rule: Rule = Rule()) -> list[Path]:
     """Write relations.json and its pictures from the finished cells of a pairwise sweep directory, at
-    any time (while cells still train, or after some failed): `mtbio report SWEEP_DIR` calls it.
-    Alpha and min delta are the defaults; a pair not finished for some seed uses the seeds it has."""
+    any time (while cells still train, or after some failed), judged by `rule`: `mtbio report SWEEP_DIR` calls it.
+    A pair not finished for some seed uses the seeds it has."""
     protocol = json.loads((sweep_dir / "sweep.json").read_text()).get("protocol", {})
     cells = [c for c in read_cells(sweep_dir) if c.kind in ("baseline", "pair") and c.done]
     if not any(c.kind == "pair" for c in cells):
@@ -146,5 +148,5 @@ def rebuild_relations(sweep_dir: Path) -> list[Path]:
     baselined = {c.tasks[0] for c in cells if c.kind == "baseline"}
     cells = [c for c in cells if set(c.tasks) <= baselined]  # a Δ needs the target's baseline
     config = RunConfig(eval_test=bool(protocol.get("eval_test", False)))
-    return write_relations(sweep_dir, collect_relations(cells, [tasks[t] for t in sorted(baselined)], config))
+    return write_relations(sweep_dir, collect_relations(cells, [tasks[t] for t in sorted(baselined)], config, rule))
 

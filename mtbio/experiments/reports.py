@@ -11,11 +11,14 @@ import json
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.registry import Registry
 from mtbio.run_dir import SweepDir
+
+if TYPE_CHECKING:
+    from mtbio.reporting.verdicts import Rule
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,22 @@ class ReportOptions:
     metric_overrides: tuple[str, ...] = ()
     curves: bool = False
     correction: str = "holm"
+    rule: str = "v2"
+    looks: str | None = None  # FIRST:LAST, the adaptive looks of a study whose file does not record them
+
+    def decision_rule(self, saved: dict | None = None) -> "Rule":
+        """The rule to judge with: --rule and --correction, the looks from --looks or else from `saved` (a study's
+        summary file)."""
+        from mtbio.reporting.rejudge import saved_looks
+        from mtbio.reporting.verdicts import Rule
+
+        looks = saved_looks(saved) if saved else None
+        if self.looks:
+            first, _, last = self.looks.partition(":")
+            if not (first.isdigit() and last.isdigit() and 2 <= int(first) <= int(last)):
+                raise MtbioError(f"--looks {self.looks}: expected FIRST:LAST seeds, e.g. 3:8")
+            looks = (int(first), int(last))
+        return Rule(self.rule, correction=self.correction, looks=looks)
 
     @property
     def table_options(self) -> bool:
@@ -108,10 +127,16 @@ def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
     from mtbio.experiments.pairwise import rebuild_relations
     from mtbio.reporting.relations import report_relations
 
+    from mtbio.reporting.relations import write_stilt
+
     lines = []
     for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
         if _is_pairwise_sweep(path):
-            lines += [f"written: {written}" for written in rebuild_relations(path)]
+            saved = _saved(path, "pairwise")
+            lines += [f"written: {written}" for written in rebuild_relations(path, options.decision_rule(saved))]
+        if "stilt" in SweepDir(path).kinds:  # judged again from the saved per-seed scores
+            stilt = _rejudged(path, "stilt", options)
+            lines += [f"written: {written}" for written in write_stilt(path, stilt)]
     sweeps = [p for p in paths if {"pairwise", "stilt"} & set(SweepDir(p).kinds)]
     if len(sweeps) != len(paths) or options.table_options:
         raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
@@ -121,11 +146,40 @@ def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
 
 @register_report("transfer", lambda paths, options: any("transfer" in SweepDir(p).kinds for p in paths))
 def _transfer(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.reporting.transfer import format_transfer
+    from mtbio.reporting.transfer import format_transfer, write_transfer
 
     if len(paths) > 1 or options.table_options:
         raise MtbioError("a transfer directory is reported alone: mtbio report TRANSFER_DIR")
-    return [format_transfer(json.loads(SweepDir(paths[0]).summary_file("transfer").read_text()))]
+    table = _rejudged(paths[0], "transfer", options)
+    return [format_transfer(table), *(f"written: {p}" for p in write_transfer(paths[0], table))]
+
+
+def _saved(path: Path, kind: str) -> dict | None:
+    file = SweepDir(path).summary_file(kind)
+    return json.loads(file.read_text()) if file.is_file() else None
+
+
+def _rejudged(path: Path, kind: str, options: ReportOptions) -> dict:
+    """A study's summary file judged again under the rule `options` names (no training)."""
+    from mtbio.reporting.rejudge import rejudge
+
+    saved = _saved(path, kind)
+    assert saved is not None
+    return rejudge(saved, options.decision_rule(saved))
+
+
+@register_report("select", lambda paths, options: any("select" in SweepDir(p).kinds for p in paths))
+def _select(paths: list[Path], options: ReportOptions) -> list[str]:
+    from mtbio.fileio import write_json, write_text
+    from mtbio.reporting.selection import selection_markdown
+
+    if len(paths) > 1 or options.table_options:
+        raise MtbioError("a select directory is reported alone: mtbio report SELECT_DIR")
+    result = _rejudged(paths[0], "select", options)
+    write_json(SweepDir(paths[0]).summary_file("select"), result)
+    markdown = selection_markdown(result)
+    write_text(paths[0] / "select.md", markdown)
+    return [markdown, f"written: {SweepDir(paths[0]).summary_file('select')} and select.md"]
 
 
 @register_report("runs", lambda paths, options: True, fallback=True)
@@ -145,7 +199,7 @@ def _runs(paths: list[Path], options: ReportOptions) -> list[str]:
 
         trivial_scores = trivial_column(paths, options.split, resolve_data_dir(options.data_dir), metrics)
     table = build_report(paths, options.split, options.labels, trivial=trivial_scores, compare_to=options.compare_to,
-                         metrics=metrics, compare_each=options.compare_each, correction=options.correction)
+                         rule=options.decision_rule(), metrics=metrics, compare_each=options.compare_each)
     markdown = to_markdown(table)
     lines = [markdown]
     if options.output:

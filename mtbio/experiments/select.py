@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import predict_relations
-from mtbio.experiments.common import catalog_for, data_dir_for
+from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
@@ -82,7 +82,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
             break
         verified, selected = verify_pairs(_scores(cells, target, kind="baseline"),
                                           {c: _scores(group, target) for c, group in pairs.items()},
-                                          target.metric, config.alpha, config.min_delta, config.correction)
+                                          target.metric, decision_rule(config))
         edges = [{"source": c, "target": target.name, **pair} for c, pair in verified["pairs"].items()]
         more = undecided_cells({"edges": edges}, config.max_seeds) if config.max_seeds else []
         if not more:
@@ -112,8 +112,7 @@ def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path
     for split in ("dev", "test") if config.eval_test else ("dev",):
         runs = {"alone": _scores(alone, target, split),
                 **{name: _scores(groups[name] if name in groups else alone, target, split) for name in sets}}
-        outcomes[split] = build_selection(target.name, target.metric, runs, config.alpha, config.min_delta,
-                                          config.correction)
+        outcomes[split] = build_selection(target.name, target.metric, runs, decision_rule(config))
     result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,

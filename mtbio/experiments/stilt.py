@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
+from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.sweep import Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, seeds_of
@@ -61,7 +61,7 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
         elif cell.kind == "transfer" and cell.from_cell is not None:
             transferred.setdefault((cell.from_cell.parent.name, target), {})[cell.seed] = score
     return build_stilt({t.name: t.metric for t in targets}, [t.name for t in inters], baseline, transferred,
-                       config.alpha, config.min_delta, correction=config.correction, trivial=baseline_trivial(cells))
+                       decision_rule(config), trivial=baseline_trivial(cells))
 
 
 def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:

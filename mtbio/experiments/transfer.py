@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from mtbio.data.loading import read_split, split_sizes
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds
+from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.sweep import Cell, baseline_trivial, cell_score, check_data, processes, seeds_of
 from mtbio.fileio import write_json
@@ -133,7 +133,7 @@ def collect_transfer(cells: list[Cell], sets: list[Refinement], targets: list[Ta
             start = cell.run_dir.parent.name[len("from-"):]
             refined.setdefault((start, target, label), {})[cell.seed] = score
     return build_transfer({t.name: t.metric for t in targets}, {r.name: list(r.tasks) for r in sets},
-                          sizes, plain, refined, config.alpha, config.min_delta, config.correction, trivial, no_training)
+                          sizes, plain, refined, decision_rule(config), trivial, no_training)
 
 
 def measure_no_training(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],

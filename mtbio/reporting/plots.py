@@ -127,7 +127,7 @@ def plot_gain_matrix(relations: dict[str, Any], tasks: list[str], matrix: list[l
     text = [[_cell_text(edges[(t, s)], digits) if (t, s) in edges else "" for s in tasks] for t in tasks]
     _heatmap(path, tasks, tasks, matrix, text,
              f"Pairwise MTL gain ({relations['split']}, {len(relations['seeds'])} seed(s)), colour = Δ",
-             "partner (trained together)", "target", relations["min_delta"])
+             "partner (trained together)", "target", relations["min_delta"] or 0.01)
 
 
 def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
@@ -143,7 +143,7 @@ def plot_stilt_matrix(stilt: dict[str, Any], path: Path) -> None:
                        for i in stilt["intermediates"])])
     _heatmap(path, rows, ["baseline", *stilt["intermediates"]], colour, text,
              f"STILT ({stilt['split']}, {len(stilt['seeds'])} seed(s)): score after the intermediate task; "
-             "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"])
+             "colour = Δ vs baseline", "intermediate task", "target", stilt["min_delta"] or 0.01)
 
 
 def plot_transfer_curves(table: dict[str, Any], path: Path) -> None:

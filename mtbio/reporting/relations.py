@@ -18,9 +18,8 @@ from typing import Any, Mapping
 
 from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
-from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial
-from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, RULE, UNDECIDED, Scores, compare, correct,
+from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, UNDECIDED, Rule, Scores, compare, correct,
                                       summary, verdict_text)
 from mtbio.run_dir import SweepDir
 
@@ -47,9 +46,9 @@ def unlearned_tasks(relations: dict[str, Any]) -> list[str]:
 
 # ---- pairwise ------------------------------------------------------------------------------------
 def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
-                    together: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float, split: str = "dev",
+                    together: Mapping[tuple[str, str], Scores], rule: Rule = Rule(), split: str = "dev",
                     test: tuple[Mapping[str, Scores], Mapping[tuple[str, str], Scores]] | None = None,
-                    correction: str = "holm", trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
+                    trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
     """relations.json: nodes (task, metric, baseline, trivial score) and one edge per ordered pair
     (source → target), the family its p values were corrected over, and the graph's reliability.
 
@@ -70,19 +69,19 @@ def build_relations(metrics: Mapping[str, str], baseline: Mapping[str, Scores],
         for source in tasks:
             if source == target or (source, target) not in together:
                 continue
-            sign = metric_sign(metrics[target])
             edge = {"source": source, "target": target,
-                    **compare(together[(source, target)], baseline[target], sign, alpha, min_delta)}
+                    **compare(together[(source, target)], baseline[target], metrics[target])}
             withhold_unlearned(edge, target, metrics[target], baseline[target], together[(source, target)],
                                (trivial or {}).get(target))
             if test:
-                test_edge = compare(test[1][(source, target)], test[0][target], sign, alpha, min_delta)
+                test_edge = compare(test[1][(source, target)], test[0][target], metrics[target])
                 edge["test"] = {k: test_edge[k] for k in ("delta", "sd", "per_seed")}
             edges.append(edge)
-    family = correct({f"{e['source']}->{e['target']}": e for e in edges}, correction, alpha, min_delta)
+    family = correct({f"{e['source']}->{e['target']}": e for e in edges}, rule)
     seeds = sorted({int(s) for n in nodes for s in n["baseline"]["per_seed"]})
-    return {"kind": "pairwise", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta,
-            "rule": RULE, "family": family, "reliability": reliability(edges), "nodes": nodes, "edges": edges}
+    return {"kind": "pairwise", "split": split, "seeds": seeds, **rule.fields(), "family": family,
+            "reliability": reliability(edges), "nodes": nodes, "edges": edges}
+
 
 
 def _rank_reliability(rows: list[list[float]]) -> dict[str, Any]:
@@ -203,9 +202,8 @@ def write_matrix_csv(path: Path, corner: str, rows: list[str], columns: list[str
 
 # ---- STILT ---------------------------------------------------------------------------------------
 def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: Mapping[str, Scores],
-                transferred: Mapping[tuple[str, str], Scores], alpha: float, min_delta: float,
-                split: str = "dev", correction: str = "holm",
-                trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
+                transferred: Mapping[tuple[str, str], Scores], rule: Rule = Rule(),
+                split: str = "dev", trivial: Mapping[str, float] | None = None) -> dict[str, Any]:
     """stilt.json: per target its baseline and, per intermediate task, the transferred score and Δ.
 
     `transferred[(i, t)]` holds t's score after training on i first. A cell whose target was learned
@@ -216,18 +214,15 @@ def build_stilt(metrics: Mapping[str, str], intermediates: list[str], baseline: 
         cells = {}
         for inter in intermediates:
             if (inter, target) in transferred:
-                cells[inter] = compare(transferred[(inter, target)], baseline[target], metric_sign(metrics[target]),
-                                       alpha, min_delta)
+                cells[inter] = compare(transferred[(inter, target)], baseline[target], metrics[target])
                 withhold_unlearned(cells[inter], target, metrics[target], baseline[target],
                                    transferred[(inter, target)], (trivial or {}).get(target))
         rows.append({"target": target, "metric": metrics[target], "baseline": summary(baseline[target]),
                      "intermediate": cells})
-    family = correct({f"{i}->{r['target']}": c for r in rows for i, c in r["intermediate"].items()}, correction,
-                     alpha, min_delta)
+    family = correct({f"{i}->{r['target']}": c for r in rows for i, c in r["intermediate"].items()}, rule)
     edges = [{"source": i, "target": r["target"], **c} for r in rows for i, c in r["intermediate"].items()]
     seeds = sorted({int(s) for r in rows for s in r["baseline"]["per_seed"]})
-    return {"kind": "stilt", "split": split, "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
-            "family": family, "reliability": reliability(edges), "intermediates": intermediates, "targets": rows}
+    return {"kind": "stilt", "split": split, "seeds": seeds, **rule.fields(), "family": family, "reliability": reliability(edges), "intermediates": intermediates, "targets": rows}
 
 
 def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list[float | None]]]:
@@ -295,8 +290,10 @@ def _best(options: list[tuple[str, dict[str, Any]]]) -> str:
 
 
 def _legend(data: dict[str, Any]) -> str:
+    threshold = "each metric's own" if data.get("min_delta") is None else f"{data['min_delta']:g}"
     return (f"{data['split']} split, seeds {', '.join(map(str, data['seeds']))}; '+' improves, '-' hurts, unmarked "
-            f"no effect (alpha {data['alpha']:g}, min delta {data['min_delta']:g})")
+            f"no effect or undecided (rule {data.get('decision_rule', {}).get('version', 'v1')}, alpha "
+            f"{data['alpha']:g}, min delta {threshold})")
 
 
 def describe_reliability(data: dict[str, Any]) -> str:
@@ -313,12 +310,13 @@ def describe_reliability(data: dict[str, Any]) -> str:
 
 
 def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:
-    """Per edge: seeds, Δ with its interval, p and adjusted p, verdict and state."""
+    """Per edge: seeds, Δ with the interval its state was read from, two-sided p and adjusted p, verdict, state."""
     lines = [f"family: {family['correction']} over {family['m']} tests" if family else "family: not corrected"]
     for name, cell in named:
         ci = cell.get("ci")
-        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
-        p = "" if cell["p_value"] is None else f", p {cell['p_value']:.3f}"
+        level = f" {cell.get('ci_level', 0.95) * 100:.4g}%" if ci else ""
+        interval = f"{level} [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
+        p = "" if cell["p_value"] is None else f", p (two-sided) {cell['p_value']:.3f}"
         adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
         lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
                      f"{verdict_text(cell)}, {cell.get('state', '?')}")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from mtbio.evaluation.metrics import metric_sign
-from mtbio.reporting.verdicts import IMPROVES, RULE, compare, correct, summary, verdict_text
+from mtbio.reporting.verdicts import IMPROVES, Rule, compare, correct, summary, verdict_text
 
 Scores = Mapping[int, float]  # seed -> the target's dev score
 
@@ -18,26 +17,24 @@ def ranking(affinity: Mapping[str, Any], target: str, candidates: Sequence[str])
     return sorted(({"task": c, "score": scores[c]} for c in candidates), key=lambda row: -row["score"])
 
 
-def verify_pairs(alone: Scores, paired: Mapping[str, Scores], metric: str, alpha: float, min_delta: float,
-                 correction: str) -> tuple[dict[str, Any], list[str]]:
+def verify_pairs(alone: Scores, paired: Mapping[str, Scores], metric: str,
+                 rule: Rule = Rule()) -> tuple[dict[str, Any], list[str]]:
     """Each pair's gain for the target (its Δ over seeds, p adjusted across the pairs) and the partners
     judged to improve it, in the order of `paired`."""
-    pairs = {c: compare(scores, alone, metric_sign(metric), alpha, min_delta) for c, scores in paired.items()}
-    family = correct(pairs, correction, alpha, min_delta) if pairs else None
+    pairs = {c: compare(scores, alone, metric) for c, scores in paired.items()}
+    family = correct(pairs, rule) if pairs else None
     return {"pairs": pairs, "family": family}, [c for c, cell in pairs.items() if cell["verdict"] == IMPROVES]
 
 
-def build_selection(target: str, metric: str, runs: Mapping[str, Scores], alpha: float, min_delta: float,
-                    correction: str) -> dict[str, Any]:
+def build_selection(target: str, metric: str, runs: Mapping[str, Scores], rule: Rule = Rule()) -> dict[str, Any]:
     """The target's dev score per set of partners (`runs`: alone, selected, all) and the three comparisons
     selected − alone, all − alone and selected − all, one family."""
-    sign = metric_sign(metric)
-    comparisons = {"selected vs alone": compare(runs["selected"], runs["alone"], sign, alpha, min_delta),
-                   "all vs alone": compare(runs["all"], runs["alone"], sign, alpha, min_delta),
-                   "selected vs all": compare(runs["selected"], runs["all"], sign, alpha, min_delta)}
-    family = correct(comparisons, correction, alpha, min_delta)
+    comparisons = {"selected vs alone": compare(runs["selected"], runs["alone"], metric),
+                   "all vs alone": compare(runs["all"], runs["alone"], metric),
+                   "selected vs all": compare(runs["selected"], runs["all"], metric)}
+    family = correct(comparisons, rule)
     return {"target": target, "metric": metric, "scores": {name: summary(scores) for name, scores in runs.items()},
-            "comparisons": comparisons, "family": family, "alpha": alpha, "min_delta": min_delta, "rule": RULE}
+            "comparisons": comparisons, "family": family, **rule.fields()}
 
 
 def _pm(entry: Mapping[str, Any]) -> str:
@@ -78,7 +75,8 @@ def selection_markdown(result: Mapping[str, Any]) -> str:
     lines += ["", "| comparison | Δ | adjusted p | verdict |", "|---|---|---|---|"]
     lines += [f"| {name} | {cell['delta']:+.4f} | {_p(cell['p_adjusted'])} | {verdict_text(cell)} |"
               for name, cell in outcome["comparisons"].items()]
-    lines += ["", f"Rule: {outcome['rule']} (alpha {outcome['alpha']}, min_delta {outcome['min_delta']})."]
+    threshold = "the metric's own" if outcome["min_delta"] is None else outcome["min_delta"]
+    lines += ["", f"Rule: {outcome['rule']} (alpha {outcome['alpha']}, min_delta {threshold}; p two-sided)."]
     return "\n".join(lines) + "\n"
 
 

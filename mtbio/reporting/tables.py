@@ -28,10 +28,10 @@ import yaml
 
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
-from mtbio.evaluation.metrics import metric_scale, metric_sign
+from mtbio.evaluation.metrics import metric_scale
 from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
-from mtbio.reporting.verdicts import compare, correct, verdict_text
+from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
 from mtbio.run_dir import RunDir
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
@@ -133,8 +133,8 @@ def _benchmarks() -> dict[str, list[str]]:
     return {"blue": list(domains.get("blue", [])), "blurb": list(domains.get("blurb", []))}
 
 
-def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], baseline: int, column: int,
-              alpha: float, min_delta: float) -> list[dict[str, Any] | None]:
+def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], baseline: int,
+              column: int) -> list[dict[str, Any] | None]:
     """Per task: column `column` against column `baseline`, per seed, judged as `pairwise` judges edges."""
     out: list[dict[str, Any] | None] = []
     for row in rows:
@@ -142,9 +142,7 @@ def _verdicts(rows: list[dict[str, Any]], columns: list[dict[str, TaskScores]], 
         if task not in columns[column] or task not in columns[baseline]:
             out.append(None)
             continue
-        result = compare(columns[column][task].by_seed, columns[baseline][task].by_seed, metric_sign(row["metric"]),
-                         alpha, min_delta)
-        out.append({k: result[k] for k in ("delta", "sd", "ci", "p_value", "verdict", "n_seeds")})
+        out.append(compare(columns[column][task].by_seed, columns[baseline][task].by_seed, row["metric"]))
     return out
 
 
@@ -190,12 +188,11 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
 
 def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str] = (),
                  trivial: dict[str, float] | None = None, compare_to: str | None = None,
-                 alpha: float = 0.05, min_delta: float = 0.01,
-                 metrics: Mapping[str, str] | None = None, compare_each: bool = False,
-                 correction: str = "holm") -> dict[str, Any]:
+                 rule: Rule = Rule(), metrics: Mapping[str, str] | None = None,
+                 compare_each: bool = False) -> dict[str, Any]:
     """The table as JSON-able data: columns, task rows (grouped by type), summary rows and, if asked,
     the trivial scores (task → score) and the verdict of the last column (`compare_each`: of every
-    other column) against `compare_to`, p adjusted across all of the table's tests (`correction`).
+    other column) against `compare_to`, judged by `rule` as one family over all of the table's tests.
     `metrics` scores the tasks it names by another saved metric than their primary one."""
     if labels and len(labels) != len(paths):
         raise MtbioError(f"--label given {len(labels)} times for {len(paths)} runs; give one per run or none")
@@ -244,14 +241,14 @@ def build_report(paths: Sequence[Path], split: str = "dev", labels: Sequence[str
         baseline = list(labels).index(compare_to)
         versus = [i for i in range(len(labels)) if i != baseline] if compare_each else [len(labels) - 1]
         report["compare_to"] = {"baseline": compare_to, "last": labels[-1], "versus": [labels[i] for i in versus],
-                                "alpha": alpha, "min_delta": min_delta}
+                                **rule.fields()}
         family: dict[str, dict[str, Any]] = {}
         for i in versus:
-            for row, verdict in zip(rows, _verdicts(rows, columns, baseline, i, alpha, min_delta)):
+            for row, verdict in zip(rows, _verdicts(rows, columns, baseline, i)):
                 row.setdefault("verdicts", {})[labels[i]] = verdict
                 if verdict is not None:
                     family[f"{row['task']}: {labels[i]}"] = verdict
-        report["compare_to"]["family"] = correct(family, correction, alpha, min_delta)
+        report["compare_to"]["family"] = correct(family, rule)
         for row in rows:  # the last column's verdict, also under its old key
             row["verdict"] = row["verdicts"].get(labels[-1])
     return report
@@ -290,13 +287,14 @@ def _fmt(cell: dict[str, Any] | None, scale: float) -> str:
 def _fmt_verdict(verdict: dict[str, Any] | None) -> str:
     if verdict is None:
         return "–"
+    scale = metric_scale(verdict["metric"]) if verdict.get("metric") else 100.0
     ci = verdict.get("ci")
-    interval = f" [{ci[0] * 100:+.2f}, {ci[1] * 100:+.2f}]" if ci is not None else ""
+    interval = f" [{ci[0] * scale:+.2f}, {ci[1] * scale:+.2f}]" if ci is not None else ""
     p = f", p={verdict['p_value']:.3f}" if verdict["p_value"] is not None else ""
     if verdict.get("p_adjusted") is not None:
         p += f", adj. p={verdict['p_adjusted']:.3f}"
     label = verdict_text(verdict)
-    return f"{verdict['delta'] * 100:+.2f}{interval} ({label}{p})"
+    return f"{verdict['delta'] * scale:+.2f}{interval} ({label}{p})"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -344,11 +342,15 @@ def to_markdown(report: dict[str, Any]) -> str:
     if versus:
         column = tested[0] if len(tested) == 1 else "column"
         family = versus["family"]
-        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean [{(1 - versus['alpha']) * 100:g}% "
-                     f"t interval]; verdict by a paired t-test over seeds (improves/hurts when the adjusted p < "
-                     f"{versus['alpha']} and |Δ| ≥ {versus['min_delta'] * 100:g} points, as `mtbio pairwise` judges "
-                     f"edges). Correction: {family['correction']} over the family of {family['m']} tests "
-                     f"({'; '.join(family['tests'])}).")
+        threshold = ("each metric's own threshold (1 point of a 0–1 score)" if versus["min_delta"] is None
+                     else f"{versus['min_delta']:g} in the metric's units")
+        how = ("the t interval over seeds its verdict was read from: improves/hurts when it lies wholly beyond "
+               "±min_delta, no effect when wholly inside, else undecided; its level is alpha split over the family"
+               if versus.get("decision_rule", {}).get("version", "v1") == "v2" else
+               "95% t interval; improves/hurts when the adjusted two-sided p < alpha and |Δ| ≥ min_delta (rule v1)")
+        notes.append(f"Δ: per-seed difference {column} − {versus['baseline']}, mean [{how}]; alpha {versus['alpha']}, "
+                     f"min_delta {threshold}, p two-sided, as `mtbio pairwise` judges edges. Correction: "
+                     f"{family['correction']} over the family of {family['m']} tests ({'; '.join(family['tests'])}).")
     for task, metric in sorted(report.get("metric_overrides", {}).items()):
         notes.append(f"{task} is scored by {metric} here, not its primary metric (`--metric {task}={metric}`): the "
                      "plain and BLUE averages use it, the BLURB score leaves the task out.")

@@ -21,7 +21,7 @@ from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial
 from mtbio.fileio import write_json
 from mtbio.reporting.plots import plot_transfer_curves
-from mtbio.reporting.verdicts import RULE, Scores, compare, correct, summary, t_interval, verdict_text
+from mtbio.reporting.verdicts import Rule, Scores, compare, correct, summary, t_interval, verdict_text
 from mtbio.run_dir import SweepDir
 
 PLAIN = "plain"
@@ -29,8 +29,7 @@ PLAIN = "plain"
 
 def build_transfer(metrics: Mapping[str, str], sets: Mapping[str, list[str]], sizes: Mapping[str, Mapping[str, int]],
                    plain: Mapping[tuple[str, str], Scores], refined: Mapping[tuple[str, str, str], Scores],
-                   alpha: float, min_delta: float, correction: str = "holm",
-                   trivial: Mapping[str, float] | None = None,
+                   rule: Rule = Rule(), trivial: Mapping[str, float] | None = None,
                    no_training: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]] | None = None
                    ) -> dict[str, Any]:
     """transfer.json. `plain[(target, size)]` and `refined[(set, target, size)]` hold per-seed dev scores;
@@ -51,25 +50,24 @@ def build_transfer(metrics: Mapping[str, str], sets: Mapping[str, list[str]], si
             for name in sets:
                 scores = refined.get((name, target, label), {})
                 if scores and target not in sets[name]:
-                    cell = compare(scores, alone, metric_sign(metric), alpha, min_delta)
+                    cell = compare(scores, alone, metric)
                     cell["score"]["interval"] = _interval(list(scores.values()))
                     point["from"][name] = family[f"{name}->{target}@{label}"] = cell
             points.append(point)
         rows.append({"target": target, "metric": metric, "trivial": (trivial or {}).get(target), "points": points})
-    described = correct(family, correction, alpha, min_delta)
+    described = correct(family, rule)
     for row in rows:
         for point in row["points"]:
             starts = [(PLAIN, point[PLAIN]["mean"])] + [(n, c["score"]["mean"]) for n, c in point["from"].items()]
             marks = {start: _below(mean, row, point["no_training"].get(start) or {}) for start, mean in starts}
             point["below"] = {start: why for start, why in marks.items() if why}
     seeds = sorted({int(s) for row in rows for p in row["points"] for s in p[PLAIN]["per_seed"]})
-    return {"kind": "transfer", "split": "dev", "seeds": seeds, "alpha": alpha, "min_delta": min_delta, "rule": RULE,
-            "family": described, "refinement_sets": {k: list(v) for k, v in sets.items()}, "targets": rows,
-            "average": _average(rows, list(sets), alpha, min_delta, correction)}
+    return {"kind": "transfer", "split": "dev", "seeds": seeds, **rule.fields(), "family": described,
+            "refinement_sets": {k: list(v) for k, v in sets.items()}, "targets": rows,
+            "average": average_starts(rows, list(sets), rule)}
 
 
-def _average(rows: list[dict[str, Any]], sets: list[str], alpha: float, min_delta: float,
-             correction: str) -> dict[str, Any]:
+def average_starts(rows: list[dict[str, Any]], sets: list[str], rule: Rule) -> dict[str, Any]:
     """Per start, the per-seed mean over the (target, size) points every start has on that seed, then every
     pair of starts compared (the later one against the earlier), corrected over the pairs."""
     starts = [PLAIN, *sets]
@@ -84,10 +82,10 @@ def _average(rows: list[dict[str, Any]], sets: list[str], alpha: float, min_delt
                     signed[start].setdefault(int(seed), []).append(sign * found[start][seed])
     means = {start: {seed: sum(v) / len(v) for seed, v in per_seed.items()} for start, per_seed in signed.items()}
     points = {len(v) for per_seed in signed.values() for v in per_seed.values()}
-    pairs = {f"{b} vs {a}": compare(means[b], means[a], 1.0, alpha, min_delta)
+    pairs = {f"{b} vs {a}": compare(means[b], means[a])
              for i, a in enumerate(starts) for b in starts[i + 1:] if means[a] and means[b]}
     return {"points_per_seed": sorted(points), "starts": {start: summary(m) for start, m in means.items() if m},
-            "pairs": pairs, "family": correct(pairs, correction, alpha, min_delta) if pairs else None}
+            "pairs": pairs, "family": correct(pairs, rule) if pairs else None}
 
 
 def _scores(scores: Scores) -> dict[str, Any]:

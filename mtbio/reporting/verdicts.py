@@ -1,43 +1,103 @@
-"""Whether a difference over seeds is an effect: the verdict rule shared by `pairwise`, `stilt` and
-`mtbio report --compare-to`.
+"""Whether a difference over seeds is an effect: the decision rule shared by `pairwise`, `stilt`, `transfer`,
+`select` and `mtbio report --compare-to`.
 
-Verdict (the edge colour): with n ≥ 2 seeds, a two-sided paired t-test on the n per-seed Δ
-(t = mean / (sd / √n), n − 1 degrees of freedom). The edge is "improves" (green) when mean Δ > 0,
-p < alpha and |mean Δ| ≥ min_delta; "hurts" (red) when mean Δ < 0 under the same two conditions;
-otherwise "no effect" (grey). `judge` alone, uncorrected, lets |Δ| ≥ min_delta decide a single seed;
-within a family (`correct`, below) fewer than `MIN_SEEDS` seeds get no verdict. Defaults: alpha 0.05,
-min_delta 0.01 (one point of a 0–1 metric).
+`compare` measures one comparison: the per-seed differences Δ (sign-flipped where lower is better), their mean, sd,
+two-sided t interval at 95% and two-sided t-test p against 0. The comparisons of one graph, matrix or table form a
+family, judged together by `correct` under a `Rule`. Two rule versions are registered (`--rule`):
 
-Each Δ carries its t interval (level 1 − alpha). The tests of one graph or table form a family:
-`correct` adjusts their p values (Holm by default, Benjamini–Hochberg or none) and the verdict
-uses the adjusted p. An edge is decided when it is green or red, or when its whole interval lies
-inside ±min_delta ("no effect larger than min_delta"); otherwise it is undecided.
+**v2** (the default). Each comparison's threshold is its metric's registered `min_delta` (one point of a 0–1
+score; `--min-delta` replaces it, in the metric's own units). At each look (each seed count the study looked at: one
+look for a fixed number of seeds; `first` … `last` seeds for adaptive seeds, its share w of alpha from an
+alpha-spending function, `mtbio.reporting.spending`) two two-sided p values are read off the t interval:
+p_beyond, the smallest a at which the (1 − a) interval lies wholly beyond ±min_delta, and p_inside, the smallest a
+at which it lies wholly inside. Each comparison keeps min over looks of p / w (a valid p value whatever the
+stopping), and Holm (or the `correction` asked) runs over the family for each of the two. Three states follow:
+- **larger than the threshold** (green "improves" or red "hurts"): adjusted p_beyond < alpha, i.e. the interval at
+  the level the family allowed it lies wholly above +min_delta or below −min_delta;
+- **smaller than the threshold** ("no effect", decided): adjusted p_inside < alpha, the interval wholly inside;
+- **undecided** otherwise. The point estimate alone decides nothing.
+The interval each comparison shows (`ci`, at `ci_level`) is the one its state was read from. Under the global null
+the chance that a family ends with any green or red comparison is at most alpha however seeds were added
+(`simulate_sequential` measures it).
 
-No verdict is given (grey, with the reason in `withheld`) to a test with fewer than `MIN_SEEDS`
-seeds, whose spread cannot be estimated usefully, or to one its caller withholds, such as an edge
-into a target learned neither alone nor with its partner (both within a point of its trivial score).
+**v1** (the rule before, for comparison): a two-sided paired t-test against 0 at the last look, the family's p
+adjusted, improves/hurts when adjusted p < alpha and |mean Δ| ≥ min_delta (0.01 in raw units), else no effect;
+decided when coloured or when the 95% interval lies inside ±min_delta. Its family-wise error under adaptive seeds
+exceeds alpha (examples/sequential_error.md).
+
+Either way no verdict is given (grey, the reason in `withheld`) to a comparison with fewer than `MIN_SEEDS` seeds or
+to one its caller withholds (a target learned neither alone nor with its partner).
 """
 from __future__ import annotations
 
+import functools
+import math
 import statistics
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from mtbio.registry import Registry
+from mtbio.reporting.spending import look_weights
 
 IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
 COLOURS = {IMPROVES: "#2e7d32", HURTS: "#c62828", NO_EFFECT: "#9e9e9e"}
 MIN_SEEDS = 3
-RULE = ("paired two-sided t-test over seeds on the per-seed differences, p adjusted across the family of tests: "
-        "improves/hurts when adjusted p < alpha and |mean delta| >= min_delta, else no effect; no verdict with fewer "
-        f"than {MIN_SEEDS} seeds, or for a target within a point of its trivial score both alone and with the partner")
 CORRECTIONS = ("holm", "bh", "none")
 DECIDED, UNDECIDED, WITHHELD = "decided", "undecided", "withheld"
+V1_MIN_DELTA = 0.01
 
 Scores = Mapping[int, float]  # seed -> primary score
 
 
+@dataclass(frozen=True)
+class Rule:
+    """The decision rule a family is judged by: its version and options. `looks` is an adaptive design's first
+    and last seed count (None: a fixed number of seeds, one look)."""
+
+    version: str = "v2"
+    alpha: float = 0.05
+    min_delta: float | None = None  # None: each metric's registered threshold (v1: 0.01)
+    correction: str = "holm"
+    spending: str = "obrien-fleming"
+    looks: tuple[int, int] | None = None
+
+    def threshold(self, metric: str | None) -> float:
+        """The smallest |Δ| that counts as an effect for a comparison scored by `metric` (None: a 0–1 score)."""
+        if self.min_delta is not None:
+            return self.min_delta
+        if self.version == "v1" or metric is None:
+            return V1_MIN_DELTA
+        from mtbio.evaluation.metrics import metric_min_delta
+
+        return metric_min_delta(metric)
+
+    def describe(self) -> dict[str, Any]:
+        """The rule as the files record it: options and a sentence."""
+        return {**asdict(self), "looks": list(self.looks) if self.looks else None, "text": RULES.get(self.version).text}
+
+    def fields(self) -> dict[str, Any]:
+        """The keys a study's file carries on the rule that judged it."""
+        return {"alpha": self.alpha, "min_delta": self.min_delta, "rule": RULES.get(self.version).text,
+                "decision_rule": self.describe()}
+
+
+@dataclass(frozen=True)
+class RuleVersion:
+    """A registered version of the rule: how it judges a family, and the sentence files quote."""
+
+    judge: Callable[[dict[str, dict[str, Any]], list[str], Rule], None]
+    text: str
+    counts_withheld: bool = False  # v1 counted withheld comparisons in the family's m (kept to reproduce its files)
+
+
+RULES: Registry[RuleVersion] = Registry("decision rule")
+
+
 @dataclass
 class Evidence:
-    """Mean and spread of the per-seed differences, and the verdict."""
+    """Mean and spread of the per-seed differences, and the (v1, uncorrected) verdict."""
 
     mean: float
     sd: float | None
@@ -47,38 +107,46 @@ class Evidence:
     ci: tuple[float, float] | None = None
 
 
+def _sd(values: list[float]) -> float:
+    """The sample sd (n − 1), in floating point (statistics.stdev's exact arithmetic is slow in simulations)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def t_interval(deltas: list[float], level: float = 0.95) -> tuple[float, float] | None:
     """Two-sided t confidence interval for the mean of `deltas` (None for fewer than 2 values)."""
     if len(deltas) < 2:
         return None
-    from scipy.stats import t
+    low, high = _interval_at(deltas, level)
+    return low, high
 
-    n, mean, sd = len(deltas), statistics.fmean(deltas), statistics.stdev(deltas)
-    half = float(t.ppf(0.5 + level / 2, n - 1)) * sd / n ** 0.5
-    return mean - half, mean + half
+
+def two_sided_p(deltas: list[float]) -> float | None:
+    """The two-sided one-sample t-test p of the mean against 0 (None for one value; 0 or 1 without spread)."""
+    if len(deltas) < 2:
+        return None
+    n, mean, sd = len(deltas), statistics.fmean(deltas), _sd(deltas)
+    if sd == 0:
+        return 0.0 if mean != 0 else 1.0
+    from scipy.special import stdtr
+
+    return float(min(1.0, 2 * stdtr(n - 1, -abs(mean) / (sd / math.sqrt(n)))))
 
 
 def judge(deltas: list[float], alpha: float, min_delta: float) -> Evidence:
-    """Apply the verdict rule (module docstring) to per-seed differences, uncorrected."""
+    """One test, uncorrected, by v1's rule (a single seed: the threshold alone)."""
     if not deltas:
         raise ValueError("no per-seed differences to judge")
     n, mean = len(deltas), statistics.fmean(deltas)
     if abs(mean) < 1e-12:  # float round-off of identical scores
         mean = 0.0
-    sd = statistics.stdev(deltas) if n >= 2 else None
-    p_value: float | None = None
-    if sd is not None:
-        if sd == 0:
-            p_value = 0.0 if mean != 0 else 1.0
-        else:
-            from scipy.stats import ttest_1samp
-
-            p_value = float(ttest_1samp(deltas, 0.0).pvalue)
+    sd = _sd(deltas) if n >= 2 else None
+    p_value = two_sided_p(deltas)
     return Evidence(mean, sd, p_value, verdict_of(mean, p_value, alpha, min_delta), n, t_interval(deltas, 1 - alpha))
 
 
 def verdict_of(mean: float, p_value: float | None, alpha: float, min_delta: float) -> str:
-    """improves / hurts / no effect from a mean Δ and its (adjusted) p."""
+    """v1: improves / hurts / no effect from a mean Δ and its (adjusted) p."""
     significant = abs(mean) >= min_delta and (p_value is None or p_value < alpha)
     return NO_EFFECT if not significant or mean == 0 else (IMPROVES if mean > 0 else HURTS)
 
@@ -101,96 +169,257 @@ def adjust(p_values: list[float], method: str) -> list[float]:
     return out
 
 
+def _divisors(p_values: list[float], method: str) -> list[float]:
+    """Per p, the factor its level is divided by under `method` (Holm: m − rank; BH: m / (rank + 1); none: 1)."""
+    m, order = len(p_values), sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out = [1.0] * m
+    for rank, i in enumerate(order):
+        out[i] = {"holm": m - rank, "bh": m / (rank + 1), "none": 1.0}[method]
+    return out
+
+
 def verdict_text(cell: Mapping[str, Any]) -> str:
     """A cell's verdict as every page and console line writes it: "no verdict (why)" for a cell withheld or with
-    fewer than `MIN_SEEDS` seeds, else improves / hurts / no effect."""
+    fewer than `MIN_SEEDS` seeds, "undecided" when its interval settles neither way, else improves / hurts /
+    no effect."""
     seeds = cell.get("n_seeds", MIN_SEEDS)
     if cell.get("withheld"):
         return f"no verdict ({cell['withheld']})"
     if seeds < MIN_SEEDS:
         return f"no verdict ({seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS})"
+    if cell.get("verdict") is None:
+        return "not judged (never corrected over a family)"
+    if cell.get("state") == UNDECIDED:
+        return "undecided"
     return str(cell["verdict"])
 
 
-def state_of(cell: Mapping[str, Any], min_delta: float) -> str:
-    """decided (green, red, or the whole interval inside ±min_delta), undecided, or withheld (judged
-    by the caller not to be testable, whatever the seeds)."""
-    if cell.get("withheld") and cell.get("n_seeds", MIN_SEEDS) >= MIN_SEEDS:
-        return WITHHELD
-    if cell.get("withheld"):
-        return UNDECIDED
-    if cell["verdict"] != NO_EFFECT:
-        return DECIDED
-    ci = cell.get("ci")
-    return DECIDED if ci is not None and -min_delta < ci[0] and ci[1] < min_delta else UNDECIDED
-
-
-def correct(cells: Mapping[str, dict[str, Any]], method: str, alpha: float, min_delta: float) -> dict[str, Any]:
-    """Adjust the p of every named cell (a `compare` result) across the family, re-judge it with the
-    adjusted p and record its state; returns the family's description. A cell with fewer than
-    `MIN_SEEDS` seeds, or one whose `withheld` names a reason, gets no verdict (no effect)."""
-    tested = [name for name, cell in cells.items() if cell["p_value"] is not None]
-    adjusted = adjust([cells[name]["p_value"] for name in tested], method)
-    for name, cell in cells.items():
-        cell["p_adjusted"] = adjusted[tested.index(name)] if name in tested else None
+def correct(cells: Mapping[str, dict[str, Any]], rule: Rule) -> dict[str, Any]:
+    """Judge every named cell (a `compare` result) as one family under `rule`: a cell with fewer than `MIN_SEEDS`
+    seeds, or one whose `withheld` names a reason, gets no verdict; the others their adjusted p, verdict and state.
+    Returns the family's description."""
+    if rule.correction not in CORRECTIONS:
+        raise ValueError(f"correction '{rule.correction}' is not one of {', '.join(CORRECTIONS)}")
+    for cell in cells.values():
         seeds = cell.get("n_seeds", MIN_SEEDS)
         if seeds < MIN_SEEDS and not cell.get("withheld"):
             cell["withheld"] = f"{seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS}"
-        cell["verdict"] = (NO_EFFECT if cell.get("withheld")
-                           else verdict_of(cell["delta"], cell["p_adjusted"], alpha, min_delta))
-        cell["state"] = state_of(cell, min_delta)
-    return {"correction": method, "m": len(tested), "tests": tested}
+        cell["min_delta"] = rule.threshold(cell.get("metric"))
+    version = RULES.get(rule.version)
+    tested = [name for name, cell in cells.items()
+              if cell["p_value"] is not None and (version.counts_withheld or not cell.get("withheld"))]
+    version.judge(dict(cells), tested, rule)
+    for name, cell in cells.items():
+        if cell.get("withheld"):
+            cell.update(verdict=NO_EFFECT, state=WITHHELD if cell.get("n_seeds", MIN_SEEDS) >= MIN_SEEDS else UNDECIDED)
+        if name not in tested:
+            cell.update(p_adjusted=None, verdict=NO_EFFECT, state=cell.get("state") or UNDECIDED)
+    return {"correction": rule.correction, "m": len(tested), "tests": tested, "rule": rule.version}
 
 
+def _judge_v1(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -> None:
+    adjusted = adjust([cells[name]["p_value"] for name in tested], rule.correction)
+    for name, p in zip(tested, adjusted):
+        cell = cells[name]
+        cell["p_adjusted"] = p
+        cell["verdict"] = verdict_of(cell["delta"], p, rule.alpha, cell["min_delta"])
+        ci = cell.get("ci")
+        inside = ci is not None and -cell["min_delta"] < ci[0] and ci[1] < cell["min_delta"]
+        cell["state"] = DECIDED if cell["verdict"] != NO_EFFECT or inside else UNDECIDED
+
+
+RULES.register("v1")(RuleVersion(_judge_v1, (
+    "v1: paired two-sided t-test over seeds against 0, p adjusted across the family: improves/hurts when adjusted "
+    "p < alpha and |mean delta| >= min_delta, else no effect"), counts_withheld=True))
+
+
+# ---- v2 -----------------------------------------------------------------------------------------------------------
+def look_p_values(deltas: list[float], min_delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each prefix of `deltas` of 2 or more seeds (a look), the two-sided p_beyond and p_inside of v2 (module
+    docstring): the smallest a at which the prefix's (1 − a) t interval lies wholly beyond ±min_delta, or wholly
+    inside. Index k holds the look at k + 2 seeds."""
+    from scipy.special import stdtr
+
+    x = np.asarray(deltas, dtype=float)
+    n = np.arange(2, len(x) + 1, dtype=float)
+    mean = np.array([x[:k].mean() for k in range(2, len(x) + 1)])
+    sd = np.array([x[:k].std(ddof=1) for k in range(2, len(x) + 1)])
+    se = sd / np.sqrt(n)
+    df = n - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beyond = 2 * np.minimum(stdtr(df, -(mean - min_delta) / se), stdtr(df, -(-mean - min_delta) / se))
+        inside = 2 * stdtr(df, -np.minimum(min_delta - mean, min_delta + mean) / se)
+    flat = sd <= 1e-12 * np.maximum(1.0, np.abs(mean))  # no spread (up to round-off): the mean alone settles it
+    beyond = np.where(flat, np.where(np.abs(mean) > min_delta, 0.0, 1.0), beyond)
+    inside = np.where(flat, np.where(np.abs(mean) < min_delta, 0.0, 1.0), inside)
+    return np.minimum(beyond, 1.0), np.minimum(inside, 1.0)
+
+
+def _interval_at(deltas: list[float], level: float) -> list[float]:
+    from scipy.special import stdtrit
+
+    n, mean, sd = len(deltas), statistics.fmean(deltas), _sd(deltas)
+    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n) if sd > 0 else 0.0
+    return [mean - half, mean + half]
+
+
+CALIBRATION_PATHS = 100_000
+
+
+@functools.lru_cache(maxsize=32)
+def null_minimum(first: int, last: int, spending: str, alpha: float) -> np.ndarray:
+    """The sorted null sample of min over looks of (two-sided t-test p) / w for the adaptive design `first` …
+    `last` seeds: zero-mean normal seed paths (the t statistics are pivotal, so the spread does not matter),
+    `CALIBRATION_PATHS` of them from a fixed seed."""
+    from scipy.special import stdtr
+
+    weights = look_weights(first, last, spending, alpha)
+    paths = np.random.default_rng(0).standard_normal((CALIBRATION_PATHS, last))
+    sums, squares = np.cumsum(paths, axis=1), np.cumsum(paths * paths, axis=1)
+    lowest = np.ones(CALIBRATION_PATHS)
+    for n, w in weights.items():
+        mean = sums[:, n - 1] / n
+        se = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1) / n)
+        lowest = np.minimum(lowest, 2 * stdtr(n - 1, -np.abs(mean) / se) / w)
+    return np.sort(lowest)
+
+
+def sequential_p(deltas: list[float], min_delta: float, rule: Rule) -> dict[str, Any]:
+    """A comparison's v2 p values before the family's correction. Per kind (beyond, inside): the minimum over the
+    looks taken so far of p / w (each look's share w of alpha) and the seeds at that look; with more than one look,
+    that minimum is calibrated by its null distribution over every look the design allows (`null_minimum`), the
+    exact price of looking several times in place of a Bonferroni split. `limit(a)` is the largest p / w a
+    comparison may have to pass at level a."""
+    n = len(deltas)
+    first, last = rule.looks if rule.looks else (n, n)
+    last = max(last, n)
+    weights = look_weights(first, last, rule.spending, rule.alpha)
+    beyond, inside = look_p_values(deltas, min_delta)
+    if len(weights) > 1:
+        sample = null_minimum(first, last, rule.spending, rule.alpha)
+        calibrate = lambda x: (1 + np.searchsorted(sample, x, side="right")) / (len(sample) + 1)  # noqa: E731
+        limit = lambda a: float(sample[max(0, min(len(sample) - 1, int(a * (len(sample) + 1)) - 2))])  # noqa: E731
+    else:
+        calibrate, limit = (lambda x: x), (lambda a: a)
+    out: dict[str, Any] = {"weights": weights, "limit": limit}
+    for kind, values in (("beyond", beyond), ("inside", inside)):
+        scaled = [(min(1.0, float(values[k - 2]) / weights[k]), k) for k in weights if 2 <= k <= n]
+        lowest, look = min(scaled) if scaled else (1.0, n)
+        out[kind] = (float(min(1.0, calibrate(lowest))), look)
+    return out
+
+
+def _judge_v2(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -> None:
+    found = {}
+    for name in tested:
+        deltas = [cells[name]["per_seed"][s]["delta"] for s in sorted(cells[name]["per_seed"], key=int)]
+        found[name] = (deltas, sequential_p(deltas, cells[name]["min_delta"], rule))
+    levels: dict[str, dict[str, tuple[float, float]]] = {}
+    for kind in ("beyond", "inside"):
+        raw = [found[name][1][kind][0] for name in tested]
+        for name, p, divisor in zip(tested, adjust(raw, rule.correction), _divisors(raw, rule.correction)):
+            levels.setdefault(name, {})[kind] = (p, divisor)
+    for name in tested:
+        cell, (deltas, seq) = cells[name], found[name]
+        (p_beyond, divisor_beyond), (p_inside, divisor_inside) = levels[name]["beyond"], levels[name]["inside"]
+        cell.update(p_adjusted=p_beyond, p_adjusted_inside=p_inside, p_sided="two-sided")
+        if p_beyond < rule.alpha:
+            look, divisor, state = seq["beyond"][1], divisor_beyond, DECIDED
+        elif p_inside < rule.alpha:
+            look, divisor, state = seq["inside"][1], divisor_inside, DECIDED
+        else:
+            look, divisor, state = len(deltas), divisor_beyond, UNDECIDED
+        level = 1 - seq["weights"][look] * seq["limit"](rule.alpha / divisor)
+        cell["ci"], cell["ci_level"], cell["ci_seeds"] = _interval_at(deltas[:look], level), level, look
+        mean = statistics.fmean(deltas[:look])
+        cell["verdict"] = (IMPROVES if mean > 0 else HURTS) if p_beyond < rule.alpha else NO_EFFECT
+        cell["state"] = state
+
+
+RULES.register("v2")(RuleVersion(_judge_v2, (
+    "v2: per comparison a two-sided t interval over seeds, its level split over the looks (alpha spending) and "
+    "across the family (Holm); improves/hurts when the interval lies wholly beyond +/-min_delta, no effect when "
+    "wholly inside, else undecided")))
+
+
+# ---- one comparison -----------------------------------------------------------------------------------------------
 def summary(scores: Scores) -> dict[str, Any]:
     """Mean, sd (None for one seed) and the per-seed values of a score."""
     values = list(scores.values())
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
+    return {"mean": statistics.fmean(values), "sd": _sd(values) if len(values) > 1 else None,
             "per_seed": {str(s): v for s, v in sorted(scores.items())}}
 
 
-def compare(with_scores: Scores, alone: Scores, sign: float, alpha: float, min_delta: float) -> dict[str, Any]:
-    """Δ per seed (seeds present in both), its evidence and the per-seed values."""
+def compare(with_scores: Scores, alone: Scores, metric: str | None = None) -> dict[str, Any]:
+    """Δ per seed (seeds present in both, higher is better by `metric`'s direction; None: already signed), its mean,
+    sd, 95% interval and two-sided p against 0; judged only by `correct`."""
+    from mtbio.evaluation.metrics import metric_sign
+
+    sign = metric_sign(metric) if metric else 1.0
     seeds = sorted(set(with_scores) & set(alone))
     deltas = [sign * (with_scores[s] - alone[s]) for s in seeds]
-    evidence = judge(deltas, alpha, min_delta)
-    return {"delta": evidence.mean, "sd": evidence.sd, "ci": evidence.ci, "p_value": evidence.p_value,
-            "verdict": evidence.verdict, "n_seeds": evidence.n, "score": summary({s: with_scores[s] for s in seeds}),
+    if not deltas:
+        raise ValueError("no per-seed differences to judge")
+    mean = statistics.fmean(deltas)
+    ci = t_interval(deltas, 0.95)
+    return {"delta": 0.0 if abs(mean) < 1e-12 else mean, "sd": _sd(deltas) if len(deltas) > 1 else None,
+            "ci": None if ci is None else list(ci), "ci_level": 0.95, "p_value": two_sided_p(deltas),
+            "p_sided": "two-sided", "verdict": None, "n_seeds": len(deltas), "metric": metric,
+            "score": summary({s: with_scores[s] for s in seeds}),
             "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
 
 
-def simulate_sequential(sd: float, max_seeds: int, alpha: float = 0.05, min_delta: float = 0.01, start: int = 3,
-                        edges: int = 12, correction: str = "holm", runs: int = 500, seed: int = 0) -> dict[str, float]:
-    """The adaptive-seed design under no true effect (Δ = 0, per-seed sd `sd`) on a graph of `edges`
-    independent edges: the share of edges ending green, red, decided "no effect" and undecided at
-    `max_seeds`, the mean seeds per edge, and the family-wise error: the share of graphs ending with at least one
-    green or red edge, over `runs` simulated graphs (`start` = `max_seeds` is the fixed-seed design)."""
-    import numpy as np
+def recompare(cell: dict[str, Any], metric: str | None) -> dict[str, Any]:
+    """A saved comparison (Δ of a `metric` score; None: already signed) measured again from its per-seed scores, its
+    caller's `withheld` reason kept, ready for `correct` under another rule: how `mtbio report --rule` re-judges
+    committed files without training."""
+    per_seed = cell["per_seed"]
+    fresh = compare({int(s): v["with"] for s, v in per_seed.items()}, {int(s): v["alone"] for s, v in per_seed.items()},
+                    metric)
+    withheld = cell.get("withheld")
+    if withheld and "a verdict needs at least" not in withheld:
+        fresh["withheld"] = withheld
+    return {**{k: v for k, v in cell.items() if k not in fresh and k not in JUDGED}, **fresh}
 
+
+JUDGED = ("p_adjusted", "p_adjusted_inside", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
+
+
+# ---- the rule's error, simulated ----------------------------------------------------------------------------------
+def simulate_sequential(sd: float, max_seeds: int, rule: Rule = Rule(), start: int = 3, edges: int = 12,
+                        runs: int = 500, seed: int = 0, true_delta: float = 0.0,
+                        true_edges: int = 0) -> dict[str, float]:
+    """The seed design on a graph of `edges` independent edges, per-seed Δ ~ Normal(0, sd) except `true_edges` of
+    them with mean `true_delta`, each undecided edge given one more seed per round up to `max_seeds` (`start` =
+    `max_seeds`: the fixed design), judged after every round by `rule` (its `looks` set from start and max_seeds).
+    Over `runs` graphs: on the null edges, the share ending green, red, decided "no effect" and undecided, and the
+    family-wise error (the share of graphs with any green or red null edge); on the true edges, the share ending
+    green (power); and the mean seeds per edge."""
     rng = np.random.default_rng(seed)
+    rule = Rule(**{**asdict(rule), "looks": (start, max_seeds) if start < max_seeds else None})
+    means = [true_delta] * true_edges + [0.0] * (edges - true_edges)
     ends = {IMPROVES: 0, HURTS: 0, NO_EFFECT: 0, UNDECIDED: 0}
-    seeds_used = graphs_wrong = 0
+    seeds_used = graphs_wrong = found = 0
     for _ in range(runs):
-        deltas = [list(rng.normal(0.0, sd, start)) for _ in range(edges)]
+        deltas = [list(rng.normal(mu, sd, start)) for mu in means]
         while True:
-            cells = {}
-            for i, values in enumerate(deltas):
-                ev = judge(values, alpha, min_delta)
-                cells[str(i)] = {"delta": ev.mean, "p_value": ev.p_value, "ci": ev.ci, "verdict": ev.verdict,
-                                 "n_seeds": ev.n}
-            correct(cells, correction, alpha, min_delta)
-            grow = [i for i, values in enumerate(deltas) if cells[str(i)]["state"] == UNDECIDED
-                    and len(values) < max_seeds]
+            cells = {str(i): compare(dict(enumerate(values)), {k: 0.0 for k in range(len(values))})
+                     for i, values in enumerate(deltas)}
+            correct(cells, rule)
+            grow = [i for i, values in enumerate(deltas)
+                    if cells[str(i)]["state"] == UNDECIDED and len(values) < max_seeds]
             if not grow:
                 break
             for i in grow:
-                deltas[i].append(float(rng.normal(0.0, sd)))
-        for i, values in enumerate(deltas):
-            cell = cells[str(i)]
+                deltas[i].append(float(rng.normal(means[i], sd)))
+        null = [cells[str(i)] for i in range(true_edges, edges)]
+        for cell in null:
             ends[cell["verdict"] if cell["state"] == DECIDED else UNDECIDED] += 1
-            seeds_used += len(values)
-        graphs_wrong += any(cell["verdict"] != NO_EFFECT for cell in cells.values())
-    total = runs * edges
+        seeds_used += sum(len(values) for values in deltas)
+        graphs_wrong += any(cell["verdict"] != NO_EFFECT for cell in null)
+        found += sum(cells[str(i)]["verdict"] == IMPROVES for i in range(true_edges))
+    total = runs * (edges - true_edges)
     return {"false_green": ends[IMPROVES] / total, "false_red": ends[HURTS] / total,
             "no_effect": ends[NO_EFFECT] / total, "undecided": ends[UNDECIDED] / total,
-            "mean_seeds": seeds_used / total, "family_wise_error": graphs_wrong / runs}
+            "mean_seeds": seeds_used / (runs * edges), "family_wise_error": graphs_wrong / runs,
+            "power": found / (runs * true_edges) if true_edges else None}

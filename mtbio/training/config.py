@@ -183,8 +183,17 @@ class RunConfig(BaseModel):
         f"{AUTO_MAX_SEEDS}).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3")
     dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
                            "hold.", group="sweep")
-    alpha: float = option(0.05, "Significance level of the paired t-test over seeds.", group="sweep", gt=0, lt=1)
-    min_delta: float = option(0.01, "Smallest |mean Δ| that counts as an effect.", group="sweep", ge=0)
+    alpha: float = option(0.05, "Family-wise significance level of the decision rule.", group="sweep", gt=0, lt=1)
+    min_delta: float | None = option(None, "Smallest |mean Δ| that counts as an effect, in the metric's own units "
+                                     "(default: each metric's registered threshold, one point of a 0–1 score).",
+                                     group="sweep", ge=0)
+    rule: Literal["v1", "v2"] = option(
+        "v2", "Decision rule: v2 reads improves/hurts/no effect/undecided from the t interval against ±min-delta, "
+        "its level split over adaptive looks and the family; v1 is the rule before (p < alpha and |mean| ≥ "
+        "min-delta), kept for comparison.", group="sweep")
+    spending: Literal["obrien-fleming", "pocock"] = option(
+        "obrien-fleming", "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
+        group="sweep")
     correction: Literal["holm", "bh", "none"] = option(
         "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
         group="sweep")

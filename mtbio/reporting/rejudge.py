@@ -1,0 +1,81 @@
+"""A study's saved comparisons judged again under another decision rule, from their per-seed scores, without
+training (`mtbio report DIR --rule v1|v2`): a pairwise graph's edges, a STILT matrix, a transfer table and its
+average, a selection's pairs and outcome. Each family is the one the study corrected over."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mtbio.errors import MtbioError
+from mtbio.reporting.transfer import average_starts
+from mtbio.reporting.verdicts import Rule, correct, recompare
+
+Document = dict[str, Any]
+
+
+def _family(cells: dict[str, tuple[dict[str, Any], str | None]], rule: Rule) -> tuple[dict[str, Any], dict]:
+    """Re-measure every (cell, metric) and judge them as one family; returns the new cells and the family."""
+    fresh = {name: recompare(cell, metric) for name, (cell, metric) in cells.items()}
+    return fresh, correct(fresh, rule)
+
+
+def _pairwise(data: Document, rule: Rule) -> None:
+    metric = {n["task"]: n["metric"] for n in data["nodes"]}
+    fresh, data["family"] = _family({f"{e['source']}->{e['target']}": (e, metric[e["target"]]) for e in data["edges"]},
+                                    rule)
+    data["edges"] = [fresh[f"{e['source']}->{e['target']}"] for e in data["edges"]]
+
+
+def _stilt(data: Document, rule: Rule) -> None:
+    fresh, data["family"] = _family({f"{i}->{r['target']}": (c, r["metric"]) for r in data["targets"]
+                                     for i, c in r["intermediate"].items()}, rule)
+    for row in data["targets"]:
+        row["intermediate"] = {i: fresh[f"{i}->{row['target']}"] for i in row["intermediate"]}
+
+
+def _transfer(data: Document, rule: Rule) -> None:
+    cells = {f"{name}->{row['target']}@{point['size']}": (cell, row["metric"]) for row in data["targets"]
+             for point in row["points"] for name, cell in point["from"].items()}
+    fresh, data["family"] = _family(cells, rule)
+    for row in data["targets"]:
+        for point in row["points"]:
+            for name, cell in point["from"].items():
+                interval = cell["score"].get("interval")
+                point["from"][name] = fresh[f"{name}->{row['target']}@{point['size']}"]
+                point["from"][name]["score"]["interval"] = interval
+    data["average"] = average_starts(data["targets"], list(data["refinement_sets"]), rule)
+
+
+def _select(data: Document, rule: Rule) -> None:
+    metric = data["outcome"]["metric"]
+    if data.get("pairs"):
+        data["pairs"], data["pairs_family"] = _family({c: (cell, metric) for c, cell in data["pairs"].items()}, rule)
+    for key in ("outcome", "outcome_dev"):
+        if key in data:
+            outcome = data[key]
+            outcome["comparisons"], outcome["family"] = _family(
+                {name: (cell, metric) for name, cell in outcome["comparisons"].items()}, rule)
+            outcome.update(rule.fields())
+    data["correction"] = rule.correction
+
+
+KINDS: dict[str, Callable[[Document, Rule], None]] = {"pairwise": _pairwise, "stilt": _stilt, "transfer": _transfer,
+                                                     "select": _select}
+
+
+def rejudge(data: Document, rule: Rule) -> Document:
+    """`data` (a study's summary file) with every comparison judged again under `rule`, in place."""
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise MtbioError(f"no comparisons to judge again in a '{kind}' file (known: {', '.join(KINDS)})")
+    KINDS[kind](data, rule)
+    if kind != "select":
+        data.update(rule.fields())
+    return data
+
+
+def saved_looks(data: Document) -> tuple[int, int] | None:
+    """The adaptive looks a summary file recorded with its rule (None: fixed seeds, or not recorded)."""
+    looks = (data.get("decision_rule") or {}).get("looks")
+    if not looks and data.get("kind") == "select":
+        looks = ((data.get("outcome") or {}).get("decision_rule") or {}).get("looks")
+    return (int(looks[0]), int(looks[1])) if looks else None
