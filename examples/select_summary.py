@@ -2,8 +2,8 @@
 
     python examples/select_summary.py examples/select_biomedical [--data-dir ../shared/data]
 
-Per target: the predictor's ranking, the verified pairs (dev Δ, 95% interval over seeds, Holm-adjusted p,
-verdict), the three arms on test (mean ± sd over seeds; dev beside it) with each arm's optimizer steps, the
+Per target: the predictor's ranking, the verified pairs (dev Δ, the interval over seeds its verdict was read from,
+Holm-adjusted p, verdict), the three arms on test (mean ± sd over seeds; dev beside it) with each arm's optimizer steps, the
 comparisons on test, and the cost of `select` against the full pairwise sweep it replaces (the target alone and
 with every candidate, same seeds), in cell wall seconds. With a data directory, the target's trivial score on
 test (the better of its capped training set's majority and the best constant on test) is added.
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from mtbio.experiments.select import group_cells
+from mtbio.reporting.verdicts import verdict_text
 
 
 def _results(cells_dir: Path) -> list[dict[str, Any]]:
@@ -74,11 +75,11 @@ def section(directory: Path, data_dir: Path | None) -> str:
     lines = [f"### {target} ({metric})", ""]
     lines.append("Predicted order (lookahead affinity of each candidate on the target): "
                  + ", ".join(f"{r['task']} {r['score']:+.2g}" for r in result["ranking"]) + ".")
-    lines += ["", "| verified pair | dev Δ | 95% interval | adjusted p | verdict |", "|---|---:|---|---:|---|"]
+    lines += ["", "| verified pair | dev Δ | interval (rule's level) | adjusted p | verdict |", "|---|---:|---|---:|---|"]
     for partner, pair in (result["pairs"] or {}).items():
         lo, hi = pair["ci"]
         lines.append(f"| {target} + {partner} | {pair['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | "
-                     f"{pair['p_adjusted']:.3g} | {pair['verdict']} |")
+                     f"{pair['p_adjusted']:.3g} | {verdict_text(pair)} |")
     selected = ", ".join(result["selected"]) or "none (the target alone)"
     outcome, dev = result["outcome"], result["outcome_dev"]
     steps = {"alone": _steps(directory / "pairwise" / "baselines" / target)}
@@ -92,11 +93,11 @@ def section(directory: Path, data_dir: Path | None) -> str:
     for arm in ("alone", "selected", "all"):
         t, d = outcome["scores"][arm], dev["scores"][arm]
         lines.append(f"| {arm} | {t['mean']:.3f} ± {t['sd']:.3f} | {d['mean']:.3f} ± {d['sd']:.3f} | {steps[arm]} |")
-    lines += ["", "| on test | Δ | 95% interval | adjusted p | verdict |", "|---|---:|---|---:|---|"]
+    lines += ["", "| on test | Δ | interval (rule's level) | adjusted p | verdict |", "|---|---:|---|---:|---|"]
     for name, c in outcome["comparisons"].items():
         lo, hi = c["ci"]
         lines.append(f"| {name} | {c['delta']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {c['p_adjusted']:.3g} | "
-                     f"{c['verdict']} |")
+                     f"{verdict_text(c)} |")
     spent = cost(directory, result)
     lines += ["", f"Cost in cell seconds: prediction {spent['prediction']:.0f}, alone + verified pairs "
                   f"{spent['pairs']:.0f}, groups {spent['groups']:.0f}; the full pairwise sweep it replaces "

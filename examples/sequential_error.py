@@ -1,10 +1,12 @@
-"""The decision rule's graph-wide error under adaptive seeds (issue 63 claim (c); issue 64): a graph of 12 edges with
-no true effect, each edge's per-seed Δ drawn with the spreads seen in the committed graphs (1, 2, 5 and 15 points),
-judged by the shared rule with Holm over the graph after every added seed (`--seeds auto`: start 3, up to 8) or
-once at a fixed 8 seeds. Prints and writes the share of edges ending falsely green or red (per edge) and the share
-of graphs ending with at least one (family-wise), with the Monte Carlo standard error of each. Nothing is trained.
+"""The decision rule's graph-wide error under adaptive seeds, and its power (issues 63 (c) and 64): a graph of 12 edges,
+each edge's per-seed Δ drawn with the spreads seen in the committed graphs (1, 2, 5 and 15 points), judged with Holm
+over the graph after every added seed (`--seeds auto`: start 3, up to 8) or once at a fixed 8 seeds, by rule v1 and
+by rule v2 (both spending functions). Global null: no edge has an effect; the share of edges ending falsely green or
+red, and the share of graphs ending with at least one (family-wise). Power: one edge with a true +2 points among 11
+null ones; the share of graphs where it ends green. Each figure with its Monte Carlo standard error. Nothing is
+trained.
 
-    python examples/sequential_error.py [--runs 1500] [--output DIR]
+    python examples/sequential_error.py [--runs 1500] [--power-runs 500] [--output DIR]
 """
 from __future__ import annotations
 
@@ -12,34 +14,52 @@ import argparse
 from pathlib import Path
 
 from mtbio.fileio import write_json
+from mtbio.reporting.verdicts import Rule, simulate_sequential
 from mtbio.training.flops import machine_key
-from mtbio.reporting.verdicts import simulate_sequential
 
 HERE = Path(__file__).resolve().parent
 SPREADS = (0.01, 0.02, 0.05, 0.15)  # per-seed sd of Δ, in the metric's 0-1 units
+POWER_SPREADS = (0.005, 0.01, 0.02)
+RULES = {"v1": Rule(version="v1"), "v2 (obrien-fleming)": Rule(), "v2 (pocock)": Rule(spending="pocock")}
+DESIGNS = (("adaptive 3 -> 8", 3), ("fixed 8", 8))
+
+
+def _se(share: float, n: int) -> float:
+    return (share * (1 - share) / n) ** 0.5
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1500)
+    parser.add_argument("--power-runs", type=int, default=500)
     parser.add_argument("--output", type=Path, default=HERE / "sequential_error")
     args = parser.parse_args()
-    rows = []
-    for sd in SPREADS:
-        for design, start in (("adaptive 3 -> 8", 3), ("fixed 8", 8)):
-            found = simulate_sequential(sd, max_seeds=8, start=start, edges=12, runs=args.runs, seed=1)
-            per_edge = found["false_green"] + found["false_red"]
-            fwer = found["family_wise_error"]
-            rows.append({"sd_points": sd * 100, "design": design, "per_edge_false": per_edge,
-                         "per_edge_se": (per_edge * (1 - per_edge) / (args.runs * 12)) ** 0.5,
-                         "family_wise_error": fwer, "family_wise_se": (fwer * (1 - fwer) / args.runs) ** 0.5,
-                         "mean_seeds": found["mean_seeds"], "undecided": found["undecided"]})
-            r = rows[-1]
-            print(f"sd {r['sd_points']:>4.0f} pt  {design:15s} per edge {per_edge:.4f} ± {r['per_edge_se']:.4f}  "
-                  f"graphs with a false verdict {fwer:.4f} ± {r['family_wise_se']:.4f}  seeds/edge {r['mean_seeds']:.2f}")
+    null, power = [], []
+    for name, rule in RULES.items():
+        for design, start in DESIGNS:
+            if design.startswith("fixed") and "pocock" in name:
+                continue  # one look: the spending function plays no part
+            for sd in SPREADS:
+                found = simulate_sequential(sd, max_seeds=8, rule=rule, start=start, edges=12, runs=args.runs, seed=1)
+                per_edge, fwer = found["false_green"] + found["false_red"], found["family_wise_error"]
+                null.append({"rule": name, "design": design, "sd_points": sd * 100, "per_edge_false": per_edge,
+                             "per_edge_se": _se(per_edge, args.runs * 12), "family_wise_error": fwer,
+                             "family_wise_se": _se(fwer, args.runs), "decided_no_effect": found["no_effect"],
+                             "undecided": found["undecided"], "mean_seeds": found["mean_seeds"]})
+                print(f"null  {name:20s} {design:15s} sd {sd * 100:>4.1f} pt  per edge {per_edge:.4f}  "
+                      f"family-wise {fwer:.4f} ± {null[-1]['family_wise_se']:.4f}  seeds {found['mean_seeds']:.2f}",
+                      flush=True)
+            for sd in POWER_SPREADS:
+                found = simulate_sequential(sd, max_seeds=8, rule=rule, start=start, edges=12, runs=args.power_runs,
+                                            seed=2, true_delta=0.02, true_edges=1)
+                power.append({"rule": name, "design": design, "sd_points": sd * 100, "true_delta_points": 2.0,
+                              "power": found["power"], "power_se": _se(found["power"], args.power_runs),
+                              "family_wise_error": found["family_wise_error"], "mean_seeds": found["mean_seeds"]})
+                print(f"power {name:20s} {design:15s} sd {sd * 100:>4.1f} pt  power {found['power']:.3f} ± "
+                      f"{power[-1]['power_se']:.3f}", flush=True)
     write_json(args.output / "summary.json",
                {"edges": 12, "alpha": 0.05, "min_delta": 0.01, "correction": "holm", "runs": args.runs,
-                "machine": machine_key(), "rows": rows})
+                "power_runs": args.power_runs, "machine": machine_key(), "null": null, "power": power})
 
 
 if __name__ == "__main__":

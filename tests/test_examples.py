@@ -210,6 +210,9 @@ def test_predictor_validation_script_reads_the_committed_graphs(tmp_path: Path) 
         rows = sorted(judged["predictors"].values(), key=lambda row: row["permutation_p"])
         assert all(row["targets"] == targets and row["holm_p"] >= row["permutation_p"] for row in rows)
         assert rows[0]["holm_p"] == min(1.0, 6 * rows[0]["permutation_p"])
+    every = [row for family in ("biomedical", "clinical-public") for row in summary[family]["predictors"].values()]
+    smallest = min(every, key=lambda row: row["permutation_p"])  # Holm over all 12 predictor x graph tests
+    assert smallest["holm_all_p"] == pytest.approx(min(1.0, 12 * smallest["permutation_p"]))
     assert "| biomedical predictor |" in done.stdout
 
 
@@ -287,10 +290,23 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
 
 def test_sequential_error_script_writes_its_rows(tmp_path: Path) -> None:
     """examples/sequential_error.py with a few simulated graphs: a row per spread and design, rates in [0, 1]."""
-    done = subprocess.run([sys.executable, str(REPO / "examples" / "sequential_error.py"), "--runs", "6", "--output",
-                           str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "sequential_error.py"), "--runs", "3",
+                           "--power-runs", "2", "--output", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [(r["sd_points"], r["design"]) for r in summary["rows"]][:2] == [(1.0, "adaptive 3 -> 8"), (1.0, "fixed 8")]
-    assert len(summary["rows"]) == 8 and all(0 <= r["family_wise_error"] <= 1 for r in summary["rows"])
-    assert all(r["mean_seeds"] == 8 for r in summary["rows"] if r["design"] == "fixed 8")
+    assert [(r["rule"], r["design"], r["sd_points"]) for r in summary["null"]][:2] == [
+        ("v1", "adaptive 3 -> 8", 1.0), ("v1", "adaptive 3 -> 8", 2.0)]
+    assert len(summary["null"]) == 20 and all(0 <= r["family_wise_error"] <= 1 for r in summary["null"])
+    assert len(summary["power"]) == 15 and all(0 <= r["power"] <= 1 for r in summary["power"])
+    assert all(r["mean_seeds"] == 8 for r in summary["null"] if r["design"] == "fixed 8")
+
+
+def test_decision_rule_v2_lists_every_committed_change(tmp_path: Path) -> None:
+    """examples/decision_rule_v2.py re-judges the committed studies under both rules: its output is the page's list."""
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "decision_rule_v2.py"), "--output",
+                           str(tmp_path / "changes.json")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    page = (REPO / "examples" / "decision_rule_v2.md").read_text()
+    assert len(rows) == 12 and all(row in page for row in rows)

@@ -103,6 +103,8 @@ def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
 def test_the_pages_edge_table_is_the_committed_relations(sweep: str) -> None:
     import runpy
 
+    from mtbio.reporting.verdicts import verdict_text
+
     repo = Path(__file__).resolve().parents[1]
     relations = json.loads((repo / "examples" / sweep / "relations.json").read_text())
     table = runpy.run_path(str(repo / "examples" / "edge_table.py"))["edge_table"](relations)
@@ -110,7 +112,7 @@ def test_the_pages_edge_table_is_the_committed_relations(sweep: str) -> None:
     assert len(rows) == len(relations["edges"])
     first = relations["edges"][0]
     assert rows[0].startswith(f"| {first['source']} → {first['target']} | {first['n_seeds']} (")
-    assert f"{100 * first['delta']:+.2f}".replace("-", "−") in rows[0] and first["state"] in rows[0]
+    assert f"{100 * first['delta']:+.2f}".replace("-", "−") in rows[0] and verdict_text(first) in rows[0]
     page = (repo / "examples" / f"{sweep}.md").read_text()
     assert table in page  # the page shows the table of the committed file
 

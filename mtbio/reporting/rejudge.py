@@ -1,6 +1,7 @@
 """A study's saved comparisons judged again under another decision rule, from their per-seed scores, without
 training (`mtbio report DIR --rule v1|v2`): a pairwise graph's edges, a STILT matrix, a transfer table and its
-average, a selection's pairs and outcome. Each family is the one the study corrected over."""
+average, a selection's pairs and outcome, a runs table's --compare-to columns. Each family is the one the study
+corrected over."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -58,17 +59,32 @@ def _select(data: Document, rule: Rule) -> None:
     data["correction"] = rule.correction
 
 
+def _table(data: Document, rule: Rule) -> None:
+    versus = data["compare_to"]
+    cells = {f"{row['task']}: {label}": (cell, row["metric"]) for row in data["rows"]
+             for label, cell in (row.get("verdicts") or {}).items() if cell is not None}
+    if any("per_seed" not in cell for cell, _ in cells.values()):
+        raise MtbioError("a table written before its comparisons kept their per-seed scores: run the mtbio report "
+                         "command that made it again")
+    fresh, versus["family"] = _family(cells, rule)
+    for row in data["rows"]:
+        row["verdicts"] = {label: None if cell is None else fresh[f"{row['task']}: {label}"]
+                           for label, cell in (row.get("verdicts") or {}).items()}
+        row["verdict"] = row["verdicts"].get(data["columns"][-1]["label"])
+    versus.update(rule.fields())
+
+
 KINDS: dict[str, Callable[[Document, Rule], None]] = {"pairwise": _pairwise, "stilt": _stilt, "transfer": _transfer,
-                                                     "select": _select}
+                                                     "select": _select, "table": _table}
 
 
 def rejudge(data: Document, rule: Rule) -> Document:
     """`data` (a study's summary file) with every comparison judged again under `rule`, in place."""
-    kind = data.get("kind")
+    kind = data.get("kind") or ("table" if data.get("compare_to") else None)
     if kind not in KINDS:
         raise MtbioError(f"no comparisons to judge again in a '{kind}' file (known: {', '.join(KINDS)})")
     KINDS[kind](data, rule)
-    if kind != "select":
+    if kind not in ("select", "table"):
         data.update(rule.fields())
     return data
 

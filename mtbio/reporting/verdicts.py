@@ -16,7 +16,9 @@ stopping), and Holm (or the `correction` asked) runs over the family for each of
   the level the family allowed it lies wholly above +min_delta or below −min_delta;
 - **smaller than the threshold** ("no effect", decided): adjusted p_inside < alpha, the interval wholly inside;
 - **undecided** otherwise. The point estimate alone decides nothing.
-The interval each comparison shows (`ci`, at `ci_level`) is the one its state was read from. Under the global null
+The interval each comparison shows (`ci`, at `ci_level`) is the one its state was read from: a decided one's at the
+level its test passed at, an undecided one's at the family's widest level (alpha / m at its last look), where it
+lies neither wholly beyond nor wholly inside. Under the global null
 the chance that a family ends with any green or red comparison is at most alpha however seeds were added
 (`simulate_sequential` measures it).
 
@@ -327,8 +329,8 @@ def _judge_v2(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -
             look, divisor, state = seq["beyond"][1], divisor_beyond, DECIDED
         elif p_inside < rule.alpha:
             look, divisor, state = seq["inside"][1], divisor_inside, DECIDED
-        else:
-            look, divisor, state = len(deltas), divisor_beyond, UNDECIDED
+        else:  # the family's widest level (Bonferroni's): an interval there is neither wholly beyond nor inside
+            look, divisor, state = len(deltas), float(len(tested)) if rule.correction != "none" else 1.0, UNDECIDED
         level = 1 - seq["weights"][look] * seq["limit"](rule.alpha / divisor)
         cell["ci"], cell["ci_level"], cell["ci_seeds"] = _interval_at(deltas[:look], level), level, look
         mean = statistics.fmean(deltas[:look])
