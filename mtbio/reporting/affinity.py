@@ -31,8 +31,8 @@ JOINT_PREDICTORS = ("lookahead", "cosine")  # both measured in one joint run
 # helper first and the noise task last and the one-step lookahead does not; `mtbio report PAIRWISE AFFINITY`
 # shows how both rank against a measured graph
 DEFAULT_PREDICTOR = "cosine"
-RULE = ("predicted edge: improves/hurts when the mean score is positive/negative and a t-test over seeds (one "
-        "seed: over the measurement points) gives p < alpha")
+RULE = ("predicted edge: improves/hurts when the mean score is positive/negative and a two-sided t-test over seeds "
+        "(one seed: over the measurement points) gives p < alpha")
 CAPTIONS = {"lookahead": "lookahead affinity 1 − L_t(after a step on s) / L_t(before)",
             "cosine": "gradient cosine on the shared encoder"}
 BOOTSTRAP = 2000
