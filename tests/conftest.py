@@ -81,6 +81,31 @@ def make_tiny_encoder(path: Path, dropout: float = 0.1, layers: int = 2) -> str:
     return str(path)
 
 
+def make_tiny_modernbert(path: Path) -> str:
+    """A 2-layer, 32-wide ModernBERT (global attention in every layer) with the MiniLM vocabulary."""
+    import torch
+    from transformers import AutoTokenizer, ModernBertConfig, ModernBertModel
+
+    from mtbio.model.encoder import default_encoder_path
+
+    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
+    torch.manual_seed(0)
+    config = ModernBertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+                              global_attn_every_n_layers=1, pad_token_id=tokenizer.pad_token_id,
+                              cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+                              bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    ModernBertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_modernbert(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random ModernBERT (issue 67): the 2026 encoder family beside BERT, RoBERTa, DeBERTa, ELECTRA, ALBERT."""
+    return make_tiny_modernbert(tmp_path_factory.mktemp("tiny-modernbert"))
+
+
 @pytest.fixture(scope="session")
 def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer, 32-wide BERT with the MiniLM vocabulary (default dropout)."""

@@ -162,7 +162,7 @@ def test_f3_resume_refuses_a_changed_task_definition(edit: object, field: str, t
     original = path.read_text()
     path.write_text(edit(original))  # type: ignore[operator]
     line = _one_error_line(_cli(*args, "--resume"))
-    assert f"task 'demo-relation' has changed" in line and f"({field}:" in line and "tasks/demo-relation.yml" in line
+    assert "task 'demo-relation' has changed" in line and f"({field}:" in line and "tasks/demo-relation.yml" in line
     path.write_text(original)
     _ok(*args, "--resume")
 

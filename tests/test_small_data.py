@@ -244,3 +244,45 @@ def test_baselines_do_not_change_what_a_run_trains(tmp_path: Path, tiny_encoder:
     a, b = (load_file(str(tmp_path / name / "encoder" / "model.safetensors")) for name in ("with", "without"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert json.loads((tmp_path / "without" / "results.json").read_text())["baselines"] == {}
+
+
+def test_per_label_thresholds_are_chosen_by_f1_on_a_hand_made_set() -> None:
+    from mtbio.kinds.multilabel import fit_thresholds
+
+    probabilities = [[0.30, 0.9, 0.1], [0.40, 0.8, 0.2], [0.10, 0.7, 0.3], [0.20, 0.2, 0.4]]
+    gold = [[True, True, False], [True, True, False], [False, True, False], [False, False, False]]
+    # label 0: positives at 0.30 and 0.40, negatives at 0.10 and 0.20 -> the midpoint 0.25 separates them (F1 1)
+    # label 1: positives at 0.9, 0.8, 0.7, negative 0.2 -> 0.45 and the default 0.5 both separate them (F1 1): the
+    #          default wins the tie; label 2: no positive example -> keeps the default 0.5
+    assert fit_thresholds(probabilities, gold) == pytest.approx([0.25, 0.5, 0.5])
+    # a negative above the default: the best cut moves up, to the midpoint above it
+    assert fit_thresholds([[0.9], [0.6], [0.2]], [[True], [False], [False]]) == pytest.approx([0.75])
+    # a tie between cuts of equal F1 goes to the one nearer the default
+    assert fit_thresholds([[0.1], [0.9]], [[False], [True]]) == pytest.approx([0.5])
+
+
+def test_fitted_thresholds_decide_and_export_as_a_bias_shift(tmp_path: Path, tiny_encoder: str) -> None:
+    """--thresholds fit: the head saves one threshold per label, decodes with them, and an export (bias shifted by
+    logit t) predicts the same label sets at 0.5 in a process without mtbio's model code."""
+    from mtbio.model.heads import HeadConfig
+    from mtbio.kinds.multilabel import MultiLabelHead
+
+    head = MultiLabelHead(HeadConfig(task="t", type="multilabel", hidden_size=4, labels=["a", "b"], dropout=0.0,
+                                     thresholds=[0.2, 0.7]))
+    logits = torch.log(torch.tensor([[0.3, 0.6], [0.1, 0.8]]) / (1 - torch.tensor([[0.3, 0.6], [0.1, 0.8]])))
+    assert head.decode(logits, {}) == [["a"], ["b"]]
+    shifted = logits - (head.out.bias - head.export_layer().bias)
+    assert [[name for name, p in zip("ab", row) if p > 0.5] for row in torch.sigmoid(shifted).tolist()] == [["a"], ["b"]]
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-hoc", "--task-defs", str(SAMPLE_DIR / "task_defs"),
+                                       "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "4",
+                                       "--batch-size", "16", "--thresholds", "fit", "--no-baselines",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "demo-hoc" / "heads" / "demo-hoc" / "head_config.json").read_text())
+    assert len(saved["thresholds"]) == 10 and all(0 < t < 1 for t in saved["thresholds"])
+    assert "thresholds: fit" in (out / "demo-hoc" / "config.yaml").read_text()
+    export = tmp_path / "export"
+    result = CliRunner().invoke(main, ["export", str(out / "demo-hoc"), "--task", "demo-hoc", "--output", str(export)])
+    assert result.exit_code == 0, result.output  # the export's logit check allows for the folded thresholds

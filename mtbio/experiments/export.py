@@ -85,6 +85,7 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
         raise MtbioError(f"task '{task}' reads the mean of its tokens (pooling: mean), which no {auto.__name__} "
                          "for these weights computes; serve it with mtbio predict or mtbio.load, or train it with "
                          "pooling: cls to export")
+    refuse_own_layers(auto, run.model.encoder.config, task)
     config = copy.deepcopy(run.model.encoder.config)
     labels = list(head.config.labels) or ["score"]
     config.id2label = dict(enumerate(labels))
@@ -193,6 +194,19 @@ def push_to_hub(output: Path, repo_id: str) -> str:
     return str(getattr(commit, "commit_url", repo_id))
 
 
+def refuse_own_layers(auto: Any, encoder_config: Any, task: str) -> None:
+    """Refuse, before anything is built, an `AutoModelFor*` class that puts trained layers of its own between the
+    encoder and the classifier (ModernBERT's dense + GELU + LayerNorm `head`): an mtbio head has none to carry."""
+    with torch.device("meta"):
+        model = auto.from_config(copy.deepcopy(encoder_config))
+    own = [name for name, module in model.named_children()
+           if name not in (model.base_model_prefix, "classifier", "pooler") and any(True for _ in module.parameters())]
+    if own:
+        raise MtbioError(f"task '{task}': {type(model).__name__} puts layers of its own ({', '.join(own)}) between the "
+                         "encoder and its classifier, which an mtbio head does not train, so no export of it gives the "
+                         "run's predictions; serve this encoder family with mtbio predict or mtbio.load")
+
+
 def _copy_weights(model: Any, weights: dict[str, torch.Tensor], head: Any, task: str) -> None:
     base = model.base_model
     missing, unexpected = base.load_state_dict(weights, strict=False)
@@ -205,7 +219,7 @@ def _copy_weights(model: Any, weights: dict[str, torch.Tensor], head: Any, task:
     if not isinstance(classifier, torch.nn.Linear) or classifier.weight.shape != head.out.weight.shape:
         raise MtbioError(f"task '{task}': {type(model).__name__} has no plain linear classifier to hold the head "
                          "(its architecture adds layers of its own); this encoder family cannot be exported exactly")
-    classifier.load_state_dict(head.out.state_dict())
+    classifier.load_state_dict(head.export_layer().state_dict())
 
 
 CLS_EPSILON = 1e-4
@@ -240,9 +254,13 @@ def _sample_inputs(definition: Any) -> list[Any]:
 
 
 def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: list[Any]) -> None:
-    """Reload the export (`load`) and compare its logits with the run's head on `inputs` (eval mode)."""
+    """Reload the export (`load`) and compare its logits with the run's head on `inputs` (eval mode), less the
+    shift of a decision rule the export folded into its bias (`Head.export_layer`)."""
     device = next(run.model.parameters()).device
     exported = load().to(device).eval()
+    head = run.model.heads[task]
+    carried = head.export_layer()
+    shift = (head.out.bias - carried.bias).detach().float().to(device) if carried is not head.out else 0.0
     tokenizer = run.tokenizer
     for item in inputs:
         if isinstance(item, list):
@@ -253,7 +271,7 @@ def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: lis
             encoded = tokenizer(item, return_tensors="pt")
         encoded = {k: v.to(device) for k, v in encoded.items()}
         with torch.no_grad():
-            ours = run.model(task, **encoded).logits.float()
+            ours = run.model(task, **encoded).logits.float() - shift
             theirs = exported(**encoded).logits.float()
         if ours.numel() == theirs.numel():  # a one-output head gives [batch], its export [batch, 1]
             ours = ours.reshape(theirs.shape)

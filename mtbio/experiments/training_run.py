@@ -356,6 +356,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
         trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
         trainer.unwrapped.heads.load_state_dict(best.heads.state_dict())
+        for name, head in best.heads.items():  # and each head's config: a fitted decision rule is saved there
+            trainer.unwrapped.heads[name].config = head.config
         test = trainer.evaluate("test")
     results = {
         "stage": stage,

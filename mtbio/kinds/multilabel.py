@@ -1,5 +1,6 @@
 """Multi-label classification (HoC): [CLS] → dropout → linear, one sigmoid per label, BCE; positive above the
-task's `threshold`.
+task's `threshold`, or (--thresholds fit) above each label's own threshold, the one with the best F1 on the training
+examples (`fit_thresholds`), folded into the classifier's bias on export so a 0.5 threshold decides the same.
 
 Labels are multi-hot floats over the label list (NaN for an unlabelled example, so it can never pass for "no
 label applies"); the trivial predictor gives every example the label set each label gets by majority vote
@@ -7,7 +8,9 @@ over the training examples (usually empty); exported as `AutoModelForSequenceCla
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Sequence
 
 import torch
@@ -22,14 +25,56 @@ from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 
 
+def fit_thresholds(probabilities: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]],
+                   default: float = 0.5) -> list[float]:
+    """Per label, the threshold with the best F1 over the examples: candidates are the midpoints between
+    consecutive distinct probabilities (and `default`), ties go to the one nearest `default`; a label without a
+    positive example keeps `default`."""
+    out = []
+    for j in range(len(gold[0]) if gold else 0):
+        pairs = [(float(p[j]), bool(g[j])) for p, g in zip(probabilities, gold)]
+        if not any(g for _, g in pairs):
+            out.append(default)
+            continue
+        values = sorted({p for p, _ in pairs})
+        candidates = [default] + [(a + b) / 2 for a, b in zip(values, values[1:])]
+        def f1(t: float) -> float:
+            tp = sum(p > t and g for p, g in pairs)
+            predicted, actual = sum(p > t for p, _ in pairs), sum(g for _, g in pairs)
+            return 2 * tp / (predicted + actual) if predicted + actual else 0.0
+        out.append(max(candidates, key=lambda t: (f1(t), -abs(t - default))))
+    return out
+
+
 class MultiLabelHead(SentenceHead):
+    fits_decision = True
+
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         labels = self.config.labels
-        positive = torch.sigmoid(logits.float()) > self.config.threshold
+        cut = torch.tensor(self.config.thresholds or [self.config.threshold] * len(labels), device=logits.device)
+        positive = torch.sigmoid(logits.float()) > cut
         return [[labels[j] for j in row.nonzero().flatten().tolist()] for row in positive]
+
+    def fit_decision(self, scores: list[Any], gold: list[Any]) -> None:
+        """Per-label thresholds from the training examples' probabilities (`scores`) and label sets (`gold`)."""
+        labels = self.config.labels
+        kept = [(s, g) for s, g in zip(scores, gold) if s is not None and g is not None]
+        probabilities = [[s[name] for name in labels] for s, _ in kept]
+        hot = [[name in (g if isinstance(g, list) else [g]) for name in labels] for _, g in kept]
+        self.config = replace(self.config, thresholds=fit_thresholds(probabilities, hot, self.config.threshold))
+
+    def export_layer(self) -> nn.Linear:
+        """The classifier with each label's threshold folded into its bias: sigmoid(z − logit t) > 0.5 exactly when
+        sigmoid(z) > t, so a standard 0.5 threshold on the export decides as the run does."""
+        layer = nn.Linear(self.out.in_features, self.out.out_features)
+        layer.load_state_dict(self.out.state_dict())
+        cuts = self.config.thresholds or [self.config.threshold] * self.out.out_features
+        with torch.no_grad():
+            layer.bias.sub_(torch.tensor([math.log(t / (1 - t)) for t in cuts], dtype=layer.bias.dtype))
+        return layer
 
     def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         """Sigmoid probability of every label (a label is predicted above the task's threshold)."""

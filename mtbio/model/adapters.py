@@ -39,11 +39,18 @@ class LoraSettings:
     target_modules: tuple[str, ...] = ()
 
 
+# LoRA targets for model types PEFT has no default for. ModernBERT fuses query, key and value into one linear,
+# `Wqkv`: LoRA there adapts the attention's inputs as PEFT's BERT default (query, value) does, plus the key.
+MTBIO_TARGET_MODULES = {"modernbert": ["Wqkv"]}
+
+
 def default_target_modules(encoder: nn.Module) -> list[str]:
-    """PEFT's default LoRA targets for the encoder's model type (BERT, MiniLM, RoBERTa, ELECTRA: query, value)."""
-    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+    """The default LoRA targets for the encoder's model type: PEFT's (BERT, MiniLM, RoBERTa, ELECTRA: query, value),
+    else mtbio's (`MTBIO_TARGET_MODULES`: ModernBERT's fused `Wqkv`)."""
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS
 
     model_type = getattr(getattr(encoder, "config", None), "model_type", None)
+    DEFAULTS = {**MTBIO_TARGET_MODULES, **PEFT_DEFAULTS}
     if model_type not in DEFAULTS:
         raise MtbioError(f"--adapter lora: peft has no default target modules for model type '{model_type}'; "
                          "name them with --lora-target-modules")

@@ -78,6 +78,10 @@ class RunConfig(BaseModel):
                          "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
+    thresholds: Literal["fixed", "fit"] = option(
+        "fixed", "Multi-label decision thresholds: fixed, the task's `threshold` for every label; fit, per label the "
+        "one with the best F1 on (up to 2,000 of) the training examples, refitted before each dev evaluation and "
+        "saved with the head.")
     batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
     eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1, resumable=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", ge=1)

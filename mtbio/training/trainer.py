@@ -54,6 +54,7 @@ from mtbio.training.state import TrainerState
 from mtbio.training.step_engine import MicroBatch, StepEngine
 
 log = logging.getLogger(__name__)
+FIT_EXAMPLES = 2000  # training examples a fitted decision rule (--thresholds fit) is fitted on
 
 
 def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
@@ -402,10 +403,31 @@ class Trainer:
         self.eval_shares[split] = shares
         return results
 
+    def fit_decisions(self) -> None:
+        """--thresholds fit: each head with a fitted decision rule (`Head.fits_decision`) refits it on the current
+        weights' predictions for (up to `FIT_EXAMPLES` of) its training examples."""
+        if self.config.thresholds != "fit":
+            return
+        size = self.config.eval_batch_size
+        for name, data in self.data.items():
+            head = self.unwrapped.heads[name]
+            if not head.fits_decision:
+                continue
+            part = data.splits["train"]
+            kept = list(range(min(len(part), FIT_EXAMPLES)))
+            found = predict_split(self.unwrapped, name, part, self.pad_id, size, self.accelerator.device,
+                                  self.accelerator.autocast, progress=False, with_scores=True,
+                                  batches=[kept[i:i + size] for i in range(0, len(kept), size)])
+            head.fit_decision([found[i][1] for i in kept], [part.examples[i].label for i in kept])
+
     def evaluate_and_select(self) -> dict[str, dict[str, float]]:
-        """Evaluate on dev, log it, keep the weights if the mean primary score improved, and tell the listeners
-        (`--patience N` stops after N evaluations in a row without improvement)."""
+        """Evaluate on dev (after refitting fitted decision rules), log it, keep the weights if the mean primary
+        score improved, and tell the listeners (`--patience N` stops after N evaluations in a row without
+        improvement)."""
         self.read_losses()
+        started = time.perf_counter()
+        self.fit_decisions()
+        self.state.eval_seconds += time.perf_counter() - started
         scores = self.evaluate("dev")
         primary = [selection_score(self.data[t].task, scores[t]) for t in scores]  # signed: higher is better
         selection = sum(primary) / len(primary) if primary else -self.state.global_step

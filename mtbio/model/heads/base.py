@@ -30,6 +30,7 @@ class HeadConfig:
     labels: list[str] = field(default_factory=list)
     dropout: float = 0.1
     threshold: float = 0.5
+    thresholds: list[float] = field(default_factory=list)  # per label, fitted (--thresholds fit); empty: `threshold`
     loss_weight: float = 1.0
     pooling: str = "cls"
     type_options: dict[str, Any] = field(default_factory=dict)  # the definition's, for kinds whose head reads them
@@ -99,6 +100,16 @@ class Head(nn.Module):
         """Logits of a batch → one score record per example: the model's confidence beside `decode`.
         Default: none (regression predicts the score itself)."""
         return [None] * logits.shape[0]
+
+    # True for heads whose decision rule is fitted on training predictions (`fit_decision`, --thresholds fit)
+    fits_decision: bool = False
+
+    def fit_decision(self, scores: list[Any], gold: list[Any]) -> None:
+        """Fit the decision rule on the training split's `scores` and gold labels (heads with `fits_decision`)."""
+
+    def export_layer(self) -> nn.Linear:
+        """The output layer an export carries (a fitted decision rule folded in where it can be)."""
+        return self.out  # type: ignore[return-value]
 
 
 class LinearHead(Head):
