@@ -319,19 +319,25 @@ def evaluate(run_dirs: tuple[str, ...], tasks: list[str] | None, split: str, dat
 
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--task", required=True, help="Which head to use.")
+@click.option("--task", help="Which head to use.")
+@click.option("--tasks", help="Several heads, comma-separated: one line per input with each task's prediction; the "
+                              "tasks whose inputs tokenize alike share one encoder pass.")
 @click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="One input per line (pairs: two texts separated by a tab).")
 @click.option("--output", type=click.Path(dir_okay=False), help="JSONL to write (default: <run>/predictions/<task>-<input>.jsonl).")
 @click.option("--scores", is_flag=True, help="Add the probabilities: per label, or per word of its tag (tagging).")
 @precision_option
-def predict(run_dir: str, task: str, input_path: str, output: str | None, scores: bool, precision: str) -> None:
+def predict(run_dir: str, task: str | None, tasks: str | None, input_path: str, output: str | None, scores: bool,
+            precision: str) -> None:
     """Predict labels, tags or scores for raw text with a saved run."""
     from pathlib import Path
 
     from mtbio.experiments.predict import predict_file
 
-    written = predict_file(Path(run_dir), task, Path(input_path), Path(output) if output else None, scores, precision)
+    if (task is None) == (tasks is None):
+        raise click.UsageError("give --task NAME, or --tasks a,b,... for several at once")
+    names = task if task is not None else [t.strip() for t in str(tasks).split(",") if t.strip()]
+    written = predict_file(Path(run_dir), names, Path(input_path), Path(output) if output else None, scores, precision)
     click.echo(f"written: {written}")
 
 

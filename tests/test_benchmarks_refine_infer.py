@@ -1,4 +1,4 @@
-"""benchmarks/bench_refine.py and bench_infer.py end to end in a tiny mode (packaged demo tasks, a
+"""benchmarks/bench_refine.py, bench_infer.py and bench_predict_many.py end to end in a tiny mode (packaged demo tasks, a
 tiny random BERT), and the FLOP count of benchmarks/common.py against a hand computation."""
 from __future__ import annotations
 
@@ -78,3 +78,11 @@ def test_bench_infer_tiny(tmp_path: Path, tiny_encoder: str) -> None:
     assert_efficiency(overall["mtbio"])
     assert result["peak_memory_mb"] > 0 and result["machine"]["cores"] >= 1 and "torch" in result["machine"]
 
+
+
+def test_bench_predict_many_tiny(tmp_path: Path, tiny_encoder: str) -> None:
+    """Two demo tasks on the same sentences: the shared pass gives the per-task predictions."""
+    result = run_benchmark("bench_predict_many.py", tmp_path, tiny_encoder, "--tasks", "demo-ner,demo-hoc",
+                           "--inputs", "20", "--repeats", "1")
+    assert result["tasks"] == ["demo-ner", "demo-hoc"] and result["inputs"] == 20 and result["same_predictions"]
+    assert result["speedup_shared_over_per_task"] > 0 and len(result["seconds"]["shared"]) == 1

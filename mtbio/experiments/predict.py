@@ -13,7 +13,8 @@ from mtbio.data.pipeline import featurize_raw, raw_inputs_to_examples
 from mtbio.data.readers.text import iter_lines
 from mtbio.errors import DataFormatError, MtbioError
 from mtbio.fileio import ensure_writable, open_for_write
-from mtbio.model.inference import autocast_for, predict_split, resolve_inference_precision
+from mtbio.model.inference import (autocast_for, predict_shared, predict_split, resolve_inference_precision,
+                                   same_encoder_inputs)
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.persist import load_model
 from mtbio.tasks.loading import load_run_tasks
@@ -32,23 +33,53 @@ class LoadedRun:
     batch_size: int = 64
     precision: str = "no"  # resolved: `no` (fp32) or `bf16` (autocast)
 
-    def predict(self, task: str, texts: Sequence[str | Sequence[str]], scores: bool = False) -> list[Any]:
+    def predict(self, task: str | Sequence[str], texts: Sequence[str | Sequence[str]],
+                scores: bool = False) -> list[Any]:
         """Predictions for raw inputs: labels, tag lists (one per word) or scores.
 
         Pair tasks take "text a<TAB>text b" strings or (a, b) tuples; tagging tasks take a sentence
         string (split into words and punctuation, `split_words`) or a list of words. With `scores`,
         each item is (prediction, probabilities): per label for classification and multi-label
-        tasks, per word (of its tag) for tagging, None for regression.
+        tasks, per word (of its tag) for tagging, None for regression. A list of tasks gives one
+        {task: prediction} per input, the tasks whose inputs tokenize alike sharing one encoder pass.
         """
+        if not isinstance(task, str):
+            return self._predict_tasks(list(task), texts, scores)
+        data = self._featurize(task, texts)
+        device = next(self.model.parameters()).device
+        return predict_split(self.model, task, data, int(self.tokenizer.pad_token_id or 0), self.batch_size, device,
+                             autocast=autocast_for(self.precision, device), with_scores=scores)
+
+    def _featurize(self, task: str, texts: Sequence[str | Sequence[str]]) -> Any:
         if task not in self.tasks:
             raise MtbioError(f"{self.run_dir}: no task '{task}' (tasks: {', '.join(self.tasks)})")
         definition = self.tasks[task]
         if definition.kind.reads == "words":
             texts = [[w for w, _, _ in split_words(t)] if isinstance(t, str) else t for t in texts]
-        data = featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
+        return featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
+
+    def _predict_tasks(self, tasks: list[str], texts: Sequence[str | Sequence[str]], scores: bool) -> list[Any]:
+        """Every task's prediction per input: tasks grouped by identical encoder inputs (and no adapter or second
+        text of their own), one encoder pass per group."""
+        datas = {task: self._featurize(task, texts) for task in tasks}
+        groups: list[list[str]] = []
+        for task in tasks:
+            alone = task in self.model.adapters or bool(self.model.heads[task].extra_texts)
+            group = next((g for g in groups if not alone and g[0] not in self.model.adapters
+                          and not self.model.heads[g[0]].extra_texts and same_encoder_inputs(datas[g[0]], datas[task])),
+                         None)
+            groups.append([task]) if group is None else group.append(task)
         device = next(self.model.parameters()).device
-        return predict_split(self.model, task, data, int(self.tokenizer.pad_token_id or 0), self.batch_size, device,
-                             autocast=autocast_for(self.precision, device), with_scores=scores)
+        autocast, pad = autocast_for(self.precision, device), int(self.tokenizer.pad_token_id or 0)
+        found: dict[str, list[Any]] = {}
+        for group in groups:
+            if len(group) == 1:
+                found[group[0]] = predict_split(self.model, group[0], datas[group[0]], pad, self.batch_size, device,
+                                                autocast=autocast, with_scores=scores)
+            else:
+                found.update(predict_shared(self.model, {t: datas[t] for t in group}, pad, self.batch_size, device,
+                                            autocast, scores))
+        return [{task: found[task][i] for task in tasks} for i in range(len(texts))]
 
     def entities(self, task: str, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
         """Entity spans of a tagging task in raw text: text, type, character start/end (so that
@@ -129,23 +160,33 @@ def read_inputs(path: Path) -> list[str]:
     return lines
 
 
-def predict_file(run_dir: Path, task: str, input_path: Path, output_path: Path | None, scores: bool = False,
-                 precision: str = "auto") -> Path:
+def predict_file(run_dir: Path, tasks: str | Sequence[str], input_path: Path, output_path: Path | None,
+                 scores: bool = False, precision: str = "auto") -> Path:
     """Write one JSON line per input line: {"input", "prediction"} (+ "scores" with `scores`); tagging
-    tasks add "words" and "entities" (text, type, character start/end, score)."""
+    tasks add "words" and "entities" (text, type, character start/end, score). Several `tasks`: one line per
+    input with each of these keys holding {task: value}, the tasks that tokenize alike sharing an encoder pass."""
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
     inputs = read_inputs(input_path)
-    output_path = output_path or Path(run_dir) / "predictions" / f"{task}-{Path(input_path).stem}.jsonl"
+    output_path = output_path or Path(run_dir) / "predictions" / f"{'+'.join(names)}-{Path(input_path).stem}.jsonl"
     ensure_writable(output_path)  # before the model runs, not after
     run = load_run(run_dir, precision)
-    predictions = run.predict(task, inputs, scores=True)
-    tagging = run.tasks[task].kind.label_form == "tags"
+    predicted = run.predict(names, inputs, scores=True)
     with open_for_write(output_path) as handle:
-        for text, (prediction, probabilities) in zip(inputs, predictions):
-            record: dict[str, Any] = {"input": text, "prediction": prediction}
-            if scores and probabilities is not None:
-                record["scores"] = probabilities
-            if tagging:  # entities from the same forward pass
-                record["words"] = [w for w, _, _ in split_words(text)]
-                record["entities"] = entity_spans(text, prediction, probabilities)
+        for text, by_task in zip(inputs, predicted):
+            records = {task: _record(run, task, text, *by_task[task], scores) for task in names}
+            record = records[names[0]] if isinstance(tasks, str) else \
+                {"input": text, **{key: {t: r[key] for t, r in records.items() if key in r}
+                                   for key in ("prediction", "scores", "words", "entities")
+                                   if any(key in r for r in records.values())}}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return output_path
+
+
+def _record(run: LoadedRun, task: str, text: str, prediction: Any, probabilities: Any, scores: bool) -> dict[str, Any]:
+    record: dict[str, Any] = {"input": text, "prediction": prediction}
+    if scores and probabilities is not None:
+        record["scores"] = probabilities
+    if run.tasks[task].kind.label_form == "tags":  # entities from the same forward pass
+        record["words"] = [w for w, _, _ in split_words(text)]
+        record["entities"] = entity_spans(text, prediction, probabilities)
+    return record

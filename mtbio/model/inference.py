@@ -56,6 +56,43 @@ def autocast_for(precision: str, device: torch.device | str) -> Callable[[], Con
 
 
 @torch.no_grad()
+def predict_shared(model: MultiTaskModel, datas: dict[str, SplitData], pad_token_id: int, batch_size: int = 64,
+                   device: torch.device | str = "cpu", autocast: Callable[[], ContextManager[Any]] | None = None,
+                   with_scores: bool = False) -> dict[str, list[Any]]:
+    """`predict_split` for several tasks whose featurized inputs are the same (`same_encoder_inputs`): each batch is
+    encoded once and every task's head reads it. Returns task → predictions, in the examples' order."""
+    was_training = model.training
+    model.eval()
+    tasks = list(datas)
+    first = datas[tasks[0]]
+    out: dict[str, list[Any]] = {t: [None] * len(first) for t in tasks}
+    multiple = pad_multiple_for(device)
+    try:
+        for indices in first.eval_batches(batch_size):
+            batches = {}
+            for task in tasks:
+                batches[task] = to_device(datas[task].batch(indices, pad_token_id, multiple), torch.device(device))
+                batches[task].pop("labels", None)
+            with autocast() if autocast else contextlib.nullcontext():
+                logits = model.forward_heads(batches)
+            for task in tasks:
+                head = model.heads[task]
+                decoded = head.decode(logits[task], batches[task])
+                if with_scores:
+                    decoded = list(zip(decoded, head.scores(logits[task], batches[task])))
+                for index, prediction in zip(indices, decoded):
+                    out[task][index] = prediction
+    finally:
+        model.train(was_training)
+    return out
+
+
+def same_encoder_inputs(a: SplitData, b: SplitData) -> bool:
+    """Whether two featurized splits give the encoder the same inputs, example by example."""
+    return len(a) == len(b) and all(a.columns.get(c) == b.columns.get(c) for c in ("input_ids", "token_type_ids"))
+
+
+@torch.no_grad()
 def predict_split(
     model: MultiTaskModel,
     task: str,

@@ -61,6 +61,16 @@ class MultiTaskModel(nn.Module):
         loss = self.weighting(task, head.loss(logits, labels) * head.config.loss_weight) if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
 
+    def forward_heads(self, batches: dict[str, dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Each task's logits from ONE encoder pass: `batches` maps task → its batch, every one with the same encoder
+        inputs (the first is encoded). For tasks without a LoRA adapter of their own and without second texts."""
+        tasks = list(batches)
+        if any(t in self.adapters or self.heads[t].extra_texts for t in tasks):
+            raise MtbioError(f"tasks {', '.join(tasks)}: an adapter or second text needs a pass of its own")
+        encoded = self._encode(batches[tasks[0]])
+        pooled = getattr(encoded, "pooler_output", None)
+        return {t: self.heads[t](encoded.last_hidden_state, pooled, batches[t]) for t in tasks}
+
     def _encode(self, batch: dict[str, Any], suffix: str = "") -> Any:
         """The encoder's output for the batch's text columns ending in `suffix`."""
         inputs = {k: batch[k + suffix] for k in self._encoder_inputs if k + suffix in batch}

@@ -1,0 +1,67 @@
+"""Many tasks in one pass (issue 67): tasks whose inputs tokenize alike share one encoder pass, and give exactly
+what one pass per task gives."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import mtbio
+from mtbio.cli import main
+from mtbio.experiments.demo import SAMPLE_DIR
+
+TEXTS = ["Aspirin causes nausea .", "Cisplatin induced apoptosis in tumour cells .", "No interaction was seen ."]
+
+
+@pytest.fixture(scope="module")
+def joint_run(tmp_path_factory: pytest.TempPathFactory, tiny_encoder: str) -> Path:
+    out = tmp_path_factory.mktemp("joint") / "run"
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-ner,demo-hoc,demo-nli", "--task-defs",
+                                       str(SAMPLE_DIR / "task_defs"), "--data-dir", str(SAMPLE_DIR), "--encoder",
+                                       tiny_encoder, "--max-steps", "3", "--batch-size", "8", "--no-baselines",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_tasks_that_tokenize_alike_share_one_encoder_pass_and_match_per_task_predictions(
+        joint_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = mtbio.load(joint_run)
+    separate = {task: run.predict(task, TEXTS, scores=True) for task in ("demo-ner", "demo-hoc")}
+    calls = []
+    forward = run.model.encoder.forward
+    monkeypatch.setattr(run.model.encoder, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    together = run.predict(["demo-ner", "demo-hoc"], TEXTS, scores=True)
+    assert len(calls) == 1  # three short inputs: one batch, encoded once for both heads
+    for i, record in enumerate(together):
+        for task in ("demo-ner", "demo-hoc"):
+            (prediction, probabilities), (expected, expected_scores) = record[task], separate[task][i]
+            assert prediction == expected
+            if isinstance(probabilities, dict):
+                assert probabilities == pytest.approx(expected_scores, abs=1e-6)
+            else:
+                assert torch.allclose(torch.tensor(probabilities), torch.tensor(expected_scores), atol=1e-6)
+
+
+def test_a_pair_task_takes_its_own_pass_beside_the_shared_one(joint_run: Path) -> None:
+    run = mtbio.load(joint_run)
+    pairs = [f"{t}\t{t}" for t in TEXTS]
+    together = run.predict(["demo-nli", "demo-hoc"], pairs)
+    assert [r["demo-nli"] for r in together] == run.predict("demo-nli", pairs)
+    assert [r["demo-hoc"] for r in together] == run.predict("demo-hoc", pairs)
+
+
+def test_predict_cli_writes_one_line_per_input_with_every_tasks_prediction(joint_run: Path, tmp_path: Path) -> None:
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(TEXTS) + "\n")
+    result = CliRunner().invoke(main, ["predict", str(joint_run), "--tasks", "demo-ner,demo-hoc", "--input",
+                                       str(inputs), "--output", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and set(records[0]["prediction"]) == {"demo-ner", "demo-hoc"}
+    assert len(records[0]["prediction"]["demo-ner"]) == 4 and set(records[0]["entities"]) == {"demo-ner"}
+    refused = CliRunner().invoke(main, ["predict", str(joint_run), "--input", str(inputs)])
+    assert refused.exit_code != 0 and "--task NAME, or --tasks" in refused.output
