@@ -25,7 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # pages whose examples build on each other's runs, run in order in one directory; the groups are independent
 # (each its own test, so that test workers share them). docs/python_api.md's Python runs in tests/test_docs.py.
-PAGE_GROUPS = {"readme": ["README.md", "docs/clusters.md"],
+PAGE_GROUPS = {"readme": ["README.md", "docs/findings.md", "docs/clusters.md"],
                "reference": ["docs/commands.md", "docs/task_definitions.md", "docs/speed.md", "docs/development.md"]}
 PAGES = [page for pages in PAGE_GROUPS.values() for page in pages]
 # the commands each group must run (a page that lost its examples fails here)
