@@ -92,7 +92,8 @@ class RunConfig(BaseModel):
     l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
                          "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
-    optimizer: Literal["adamw", "adamax"] = option("adamw", "Optimizer (adamax is MT-DNN's choice).")
+    optimizer: str = option("adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, "
+                            "adamax, MT-DNN's choice, adafactor).")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
         "wins over Accelerate's setting (with a warning where they differ).",
@@ -305,6 +306,15 @@ class RunConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown tracker(s) {', '.join(unknown)} (known: none, {', '.join(known)})")
         return names
+
+    @field_validator("optimizer")
+    @classmethod
+    def _registered_optimizer(cls, name: str) -> str:
+        from mtbio.training.optimizers import OPTIMIZERS
+
+        if name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer '{name}' (registered: {', '.join(OPTIMIZERS.names())})")
+        return name
 
     @field_validator("mixer")
     @classmethod

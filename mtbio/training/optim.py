@@ -11,8 +11,6 @@ from torch import nn
 
 from mtbio.errors import MtbioError
 
-OPTIMIZERS = ("adamw", "adamax")
-
 
 def is_no_decay(name: str, param: torch.Tensor) -> bool:
     """Biases and normalisation weights get no weight decay."""
@@ -54,22 +52,17 @@ def weighting_group(groups: list[dict], weighting: nn.Module, lr: float | None) 
 
 
 def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True) -> torch.optim.Optimizer:
-    """AdamW (default; without bias correction as the original BERT when asked) or Adamax (MT-DNN, MT-BERT)."""
+    """The optimizer registered as `name` (`mtbio.training.optimizers`); AdamW without bias correction, as the
+    original BERT, when asked."""
+    from mtbio.training.optimizers import OPTIMIZERS
+
     if not bias_correction:
         if name != "adamw":
             raise MtbioError(f"--no-bias-correction applies to --optimizer adamw, not {name}")
         from mtbio.training.stabilize import AdamWNoBiasCorrection
 
         return AdamWNoBiasCorrection(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
-    if name == "adamw":
-        groups = list(groups)
-        try:  # one fused kernel for all parameters (CPU and GPU); same update as the loop version
-            return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
-        except (RuntimeError, ValueError):  # parameters on a device or dtype without a fused kernel
-            return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
-    if name == "adamax":
-        return torch.optim.Adamax(list(groups), lr=lr)
-    raise MtbioError(f"unknown optimizer '{name}' (known: {', '.join(OPTIMIZERS)})")
+    return OPTIMIZERS.get(name)(list(groups), lr)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
