@@ -81,3 +81,14 @@ def test_the_lora_default_is_documented(model_type: str) -> None:
 
     commands = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
     assert model_type in MTBIO_TARGET_MODULES and "Wqkv" in commands
+
+
+def test_a_task_may_ask_for_a_long_context_encoders_8192_tokens() -> None:
+    from pydantic import ValidationError
+
+    from mtbio.tasks.schema import TaskDef
+
+    base = dict(name="long", type="classification", format="tsv", files={"train": "x"}, labels=["a", "b"])
+    assert TaskDef(**base, max_length=8192).max_length == 8192
+    with pytest.raises(ValidationError):
+        TaskDef(**base, max_length=8193)

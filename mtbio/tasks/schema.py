@@ -64,7 +64,8 @@ class TaskDef(BaseModel):
     negative_label: str | None = None
     metric: str = ""  # empty: the kind's default metric
     extra_metrics: list[str] = Field(default_factory=list)
-    max_length: int = Field(128, ge=8, le=4096)
+    max_length: int = Field(128, ge=8, le=8192)  # long-context encoders (ModernBERT) take 8,192; a run truncates to
+    # its encoder's positions and says so
     tagging_scheme: Literal["IOB2", "IO", "IOBES"] | None = None
     entity_markers: Literal["keep", "strip"] = "keep"
     threshold: float = Field(0.5, gt=0, lt=1)
