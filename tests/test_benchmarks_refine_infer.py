@@ -1,5 +1,6 @@
-"""benchmarks/bench_refine.py, bench_infer.py and bench_predict_many.py end to end in a tiny mode (packaged demo tasks, a
-tiny random BERT), and the FLOP count of benchmarks/common.py against a hand computation."""
+"""benchmarks/bench_refine.py, bench_infer.py, bench_predict_many.py and bench_long.py end to end in a tiny mode
+(packaged demo tasks, a tiny random BERT; bench_long its own tiny ModernBERT), and the FLOP count of
+benchmarks/common.py against a hand computation."""
 from __future__ import annotations
 
 import json
@@ -86,3 +87,13 @@ def test_bench_predict_many_tiny(tmp_path: Path, tiny_encoder: str) -> None:
                            "--inputs", "20", "--repeats", "1")
     assert result["tasks"] == ["demo-ner", "demo-hoc"] and result["inputs"] == 20 and result["same_predictions"]
     assert result["speedup_shared_over_per_task"] > 0 and len(result["seconds"]["shared"]) == 1
+
+
+def test_bench_long_tiny(tmp_path: Path) -> None:
+    """bench_long.py at a short length: a peak memory per command and attention implementation, from child processes."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_long.py"), "--lengths", "64", "--impls", "sdpa",
+                           "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "bench_long.json").read_text())["rows"]
+    assert [(r["tokens"], r["attention"]) for r in rows] == [(64, "sdpa")]
+    assert rows[0]["finetune_peak_mb"] > 100 and rows[0]["predict_peak_mb"] > 100
