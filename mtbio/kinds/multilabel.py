@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 from datasets import List, Value
 from torch import nn
@@ -28,21 +29,23 @@ from mtbio.tasks.schema import TaskDef
 def fit_thresholds(probabilities: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]],
                    default: float = 0.5) -> list[float]:
     """Per label, the threshold with the best F1 over the examples: candidates are the midpoints between
-    consecutive distinct probabilities (and `default`), ties go to the one nearest `default`; a label without a
-    positive example keeps `default`."""
+    consecutive distinct probabilities (and `default`), ties go to the one nearest `default` (then the first); a label
+    without a positive example keeps `default`. Counts above each candidate come from sorted probabilities, so a
+    label costs O(n log n)."""
+    scores, hot = np.asarray(probabilities, dtype=float), np.asarray(gold, dtype=bool)
     out = []
-    for j in range(len(gold[0]) if gold else 0):
-        pairs = [(float(p[j]), bool(g[j])) for p, g in zip(probabilities, gold)]
-        if not any(g for _, g in pairs):
+    for j in range(hot.shape[1] if hot.ndim == 2 else 0):
+        actual = int(hot[:, j].sum())
+        if not actual:
             out.append(default)
             continue
-        values = sorted({p for p, _ in pairs})
-        candidates = [default] + [(a + b) / 2 for a, b in zip(values, values[1:])]
-        def f1(t: float) -> float:
-            tp = sum(p > t and g for p, g in pairs)
-            predicted, actual = sum(p > t for p, _ in pairs), sum(g for _, g in pairs)
-            return 2 * tp / (predicted + actual) if predicted + actual else 0.0
-        out.append(max(candidates, key=lambda t: (f1(t), -abs(t - default))))
+        values = np.unique(scores[:, j])
+        candidates = [default, *((values[:-1] + values[1:]) / 2).tolist()]
+        everyone, positives = np.sort(scores[:, j]), np.sort(scores[hot[:, j], j])
+        predicted = len(everyone) - np.searchsorted(everyone, candidates, side="right")
+        true = actual - np.searchsorted(positives, candidates, side="right")
+        f1 = [2 * int(tp) / (int(n) + actual) for tp, n in zip(true, predicted)]
+        out.append(max(zip(candidates, f1), key=lambda item: (item[1], -abs(item[0] - default)))[0])
     return out
 
 
