@@ -8,7 +8,7 @@ from mtbio.errors import MtbioError
 from mtbio.reporting.verdicts import Rule
 from mtbio.tasks.loading import TaskCatalog, load_catalog, resolve_data_dir
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import RunConfig
+from mtbio.training.config import AUTO_SEEDS, RunConfig
 
 
 def catalog_for(config: RunConfig) -> TaskCatalog:
@@ -39,7 +39,7 @@ def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
 def decision_rule(config: RunConfig) -> Rule:
     """The rule a study's comparisons are judged by: --rule, --alpha, --min-delta, --correction, --spending, and
     the looks of adaptive seeds (--seeds first, --max-seeds last)."""
-    looks = (int(config.seeds or 3), config.max_seeds) if config.max_seeds else None
+    looks = (int(config.seeds or AUTO_SEEDS), config.max_seeds) if config.max_seeds else None
     return Rule(config.rule, config.alpha, config.min_delta, config.correction, config.spending, looks)
 
 

@@ -62,13 +62,15 @@ class LoadedRun:
         """Every task's prediction per input: tasks grouped by identical encoder inputs (and no adapter or second
         text of their own), one encoder pass per group."""
         datas = {task: self._featurize(task, texts) for task in tasks}
+        shareable = {t: t not in self.model.adapters and not self.model.heads[t].extra_texts for t in tasks}
         groups: list[list[str]] = []
         for task in tasks:
-            alone = task in self.model.adapters or bool(self.model.heads[task].extra_texts)
-            group = next((g for g in groups if not alone and g[0] not in self.model.adapters
-                          and not self.model.heads[g[0]].extra_texts and same_encoder_inputs(datas[g[0]], datas[task])),
-                         None)
-            groups.append([task]) if group is None else group.append(task)
+            group = next((g for g in groups if shareable[task] and shareable[g[0]]
+                          and same_encoder_inputs(datas[g[0]], datas[task])), None)
+            if group is None:
+                groups.append([task])
+            else:
+                group.append(task)
         device = next(self.model.parameters()).device
         autocast, pad = autocast_for(self.precision, device), int(self.tokenizer.pad_token_id or 0)
         found: dict[str, list[Any]] = {}

@@ -76,15 +76,18 @@ def predict_shared(model: MultiTaskModel, datas: dict[str, SplitData], pad_token
             with autocast() if autocast else contextlib.nullcontext():
                 logits = model.forward_heads(batches)
             for task in tasks:
-                head = model.heads[task]
-                decoded = head.decode(logits[task], batches[task])
-                if with_scores:
-                    decoded = list(zip(decoded, head.scores(logits[task], batches[task])))
-                for index, prediction in zip(indices, decoded):
+                for index, prediction in zip(indices, _decoded(model.heads[task], logits[task], batches[task],
+                                                               with_scores)):
                     out[task][index] = prediction
     finally:
         model.train(was_training)
     return out
+
+
+def _decoded(head: Any, logits: torch.Tensor, batch: dict[str, Any], with_scores: bool) -> list[Any]:
+    """A batch's predictions in label space, each with its scores when asked."""
+    decoded = head.decode(logits, batch)
+    return list(zip(decoded, head.scores(logits, batch))) if with_scores else decoded
 
 
 def same_encoder_inputs(a: SplitData, b: SplitData) -> bool:
@@ -127,10 +130,7 @@ def predict_split(
             batch.pop("labels", None)
             with autocast() if autocast else contextlib.nullcontext():
                 logits = model(task, **batch).logits
-            decoded = head.decode(logits, batch)
-            if with_scores:
-                decoded = list(zip(decoded, head.scores(logits, batch)))
-            for index, prediction in zip(indices, decoded):
+            for index, prediction in zip(indices, _decoded(head, logits, batch, with_scores)):
                 predictions[index] = prediction
             bar.update(len(indices))
     finally:

@@ -371,20 +371,19 @@ def compare(with_scores: Scores, alone: Scores, metric: str | None = None) -> di
             "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
 
 
+JUDGED = ("p_adjusted", "p_adjusted_inside", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
+
+
 def recompare(cell: dict[str, Any], metric: str | None) -> dict[str, Any]:
     """A saved comparison (Δ of a `metric` score; None: already signed) measured again from its per-seed scores, its
-    caller's `withheld` reason kept, ready for `correct` under another rule: how `mtbio report --rule` re-judges
-    committed files without training."""
+    `withheld` reason kept (the same seeds give the same one), ready for `correct` under another rule: how
+    `mtbio report --rule` re-judges committed files without training."""
     per_seed = cell["per_seed"]
     fresh = compare({int(s): v["with"] for s, v in per_seed.items()}, {int(s): v["alone"] for s, v in per_seed.items()},
                     metric)
-    withheld = cell.get("withheld")
-    if withheld and "a verdict needs at least" not in withheld:
-        fresh["withheld"] = withheld
+    if cell.get("withheld"):
+        fresh["withheld"] = cell["withheld"]
     return {**{k: v for k, v in cell.items() if k not in fresh and k not in JUDGED}, **fresh}
-
-
-JUDGED = ("p_adjusted", "p_adjusted_inside", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
 
 
 # ---- the rule's error, simulated ----------------------------------------------------------------------------------
