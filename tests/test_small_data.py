@@ -286,3 +286,62 @@ def test_fitted_thresholds_decide_and_export_as_a_bias_shift(tmp_path: Path, tin
     export = tmp_path / "export"
     result = CliRunner().invoke(main, ["export", str(out / "demo-hoc"), "--task", "demo-hoc", "--output", str(export)])
     assert result.exit_code == 0, result.output  # the export's logit check allows for the folded thresholds
+
+
+def test_pair_form_moves_a_pair_task_between_the_cross_and_bi_kinds_and_leaves_others() -> None:
+    from mtbio.model.pair_form import pair_form, with_pair_form
+    from mtbio.tasks.loading import load_task_def
+
+    nli = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
+    ner = load_task_def(SAMPLE_DIR / "task_defs" / "demo-ner.yml")
+    bi = with_pair_form(nli, "bi")
+    assert (pair_form(nli), bi.type, pair_form(bi)) == ("cross", "cosine_classification", "bi")
+    assert bi.labels == nli.labels and bi.columns == nli.columns and bi.metric == nli.metric
+    assert with_pair_form(bi, "cross").model_dump() == nli.model_dump()
+    assert with_pair_form(nli, "cross") is nli and pair_form(ner) is None and with_pair_form(ner, "bi") is ner
+
+
+def test_pair_form_auto_takes_bi_only_when_its_probe_is_better_by_the_metrics_threshold() -> None:
+    """Cross-validated probes: a feature that separates the labels scores 1.0, one that is noise about chance; the
+    choice needs the metric's min_delta (0.01 for accuracy), else the task keeps its own form."""
+    import numpy as np
+
+    from mtbio.data.example import Example
+    from mtbio.model.pair_form import _cross_validated, choose_pair_form, with_pair_form
+    from mtbio.tasks.loading import load_task_def
+
+    nli = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
+    labels = ["entailment", "contradiction"] * 20
+    examples = [Example(uid=str(i), text="a", text_b="b", label=label) for i, label in enumerate(labels)]
+    separating = np.array([[1.0 if label == "entailment" else -1.0] for label in labels])
+    assert _cross_validated(nli, separating, examples) == 1.0
+    noise = np.random.default_rng(0).normal(size=(40, 1))
+    assert _cross_validated(nli, noise, examples) < 0.8
+    assert _cross_validated(nli, separating, examples[:3]) is None  # a label with fewer than 2 examples: no folds
+    assert choose_pair_form(nli, {"cross": 0.55, "bi": 0.79}) == "bi"
+    assert choose_pair_form(nli, {"cross": 0.86, "bi": 0.865}) == "cross"  # within 1 point: the task's own
+    assert choose_pair_form(with_pair_form(nli, "bi"), {"cross": 0.86, "bi": 0.855}) == "bi"
+    assert choose_pair_form(with_pair_form(nli, "bi"), {"cross": 0.9, "bi": 0.5}) == "cross"
+    assert choose_pair_form(nli, {"cross": None, "bi": 0.9}) == "cross"
+
+
+def test_the_packaged_encoders_recipe_trains_100_mqp_pairs_as_a_bi_encoder(tmp_path: Path, data_dir: Path) -> None:
+    """MQP at 100 examples: the zero-shot cosine's probe is far better than the cross-encoded pair's on the training
+    examples, so the minilm recipe's `--pair-form auto` trains the cosine classifier and says why."""
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "mqp", "--data-dir", str(data_dir), "--max-train-examples",
+                                       "100", "--max-steps", "1", "--max-eval-examples", "16", "--no-baselines",
+                                       "--output", str(run)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "mqp" / "results.json").read_text())
+    chosen = results["pair_form"]["mqp"]
+    assert chosen["form"] == "bi" and chosen["by"].startswith("auto")
+    assert chosen["probes"]["bi"] - chosen["probes"]["cross"] > 0.1
+    assert "type: cosine_classification" in (run / "mqp" / "tasks" / "mqp.yml").read_text()
+    assert "pair_form: auto" in (run / "mqp" / "config.yaml").read_text()
+    forced = tmp_path / "cross"
+    result = CliRunner().invoke(main, ["finetune", "--task", "mqp-bi", "--data-dir", str(data_dir), "--pair-form",
+                                       "cross", "--max-train-examples", "32", "--max-steps", "1",
+                                       "--max-eval-examples", "16", "--no-baselines", "--output", str(forced)])
+    assert result.exit_code == 0, result.output
+    assert "type: classification" in (forced / "mqp-bi" / "tasks" / "mqp-bi.yml").read_text()

@@ -27,6 +27,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 from mtbio.data.featurize import effective_max_length
+from mtbio.data.loading import read_split
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
@@ -39,8 +40,12 @@ from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokeni
 from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.multitask import MultiTaskModel
+from mtbio.model.pair_form import MAX_EXAMPLES as PROBE_EXAMPLES
+from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, with_pair_form
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.model.weightings import build_weighting
+from mtbio.tasks.kinds import task_kind
+from mtbio.tasks.loading import require_data
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
@@ -164,6 +169,37 @@ def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, head
     return task if pooling == task.pooling else task.model_copy(update={"pooling": pooling})
 
 
+def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, tokenizer: Any, data_dir: Path | None,
+                       heads_source: Path | None) -> tuple[list[TaskDef], dict[str, dict[str, Any]]]:
+    """The tasks with the pair form `--pair-form` asks for (a task whose head starts from a saved one keeps that
+    head's form; other kinds as they are), and per pair task the form and what chose it."""
+    resolved, chosen = [], {}
+    for task in tasks:
+        own = pair_form(task)
+        if config.pair_form == "task" or own is None:
+            resolved.append(task)
+            continue
+        saved = heads_source / task.name if heads_source is not None else None
+        form, scores, reason = config.pair_form, {}, f"--pair-form {config.pair_form}"
+        if saved is not None and saved.is_dir():
+            form, reason = task_kind(read_head_config(saved).type).pair_form or own, f"the head in {saved}"
+        elif form == "auto":
+            require_data(task, data_dir)
+            assert data_dir is not None
+            train = read_split(task, "train", data_dir, train_examples_of(config, task.name))
+            with untouched_rng():
+                scores = probe_scores(task, encoder, tokenizer, train,
+                                      effective_max_length(task, tokenizer, config.max_length))
+            form = choose_pair_form(task, scores)
+            log.info("%s: pair form %s (linear probes on the frozen encoder, 5-fold on %d training examples: cross "
+                     "%s, bi %s)", task.name, form, min(len(train), PROBE_EXAMPLES),
+                     *(f"{v:.4f}" if v is not None else "–" for v in scores.values()))
+            reason = "auto: the better linear probe in 5-fold cross-validation on the training examples"
+        resolved.append(with_pair_form(task, form))
+        chosen[task.name] = {"form": form, "by": reason, "probes": scores}
+    return resolved, chosen
+
+
 def _check_same_task(run_dir: Path, task: TaskDef) -> None:
     """Refuse a resume whose definition of `task` is not the one the run was trained with."""
     path = RunDir(run_dir).tasks_dir / f"{task.name}.yml"
@@ -278,16 +314,17 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  heads_source: Path | None,
                  listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
-    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     log.info("recipe %s: %s", config.recipe, ", ".join(f"{key} {getattr(config, key)}" for key in recipe_options(config)))
+    check_run_dir(run_dir, config.resume)
+    tokenizer = load_tokenizer(encoder_source)
+    encoder = load_encoder(encoder_source)
+    tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source)
+    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     for task in (t for t in tasks if t.kind.sentence_level):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
-    check_run_dir(run_dir, config.resume)
     check_resume(run_dir, config, tasks)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
-    tokenizer = load_tokenizer(encoder_source)
-    encoder = load_encoder(encoder_source)
     limit = max_input_tokens(encoder)
     if config.max_length is not None and config.max_length > limit:
         raise MtbioError(f"--max-length {config.max_length}: the encoder {encoder_source or 'MiniLM-L6'} takes at most "
@@ -371,6 +408,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
         "not_learned": not_learned,
+        "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
         "lp_start": sorted(name for name, done in lp_start.items() if done),  # heads fitted before step 1 (--lp-ft)
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
         "below_baselines": below,  # task → the baseline its dev score is below

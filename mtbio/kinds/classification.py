@@ -52,6 +52,7 @@ def majority_class(task: TaskDef, train: Sequence[Example]) -> str:
 class Classification(TaskKind):
     name = "classification"
     label_form = "class"
+    pair_form = "cross"  # a pair is encoded together
     min_labels = 2
     default_metric = "accuracy"
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "single_label_classification")

@@ -57,6 +57,7 @@ class CosineClassification(Classification):
     """Classification's labels, metrics and trivial predictor; its own features and head."""
 
     name = "cosine_classification"
+    pair_form = "bi"  # each text encoded on its own
     sentence_level = False
     options = CosineClassificationOptions
     export = None  # no transformers class carries the head

@@ -51,6 +51,7 @@ class TaskKind:
     default_metric: ClassVar[str]
     options: ClassVar[type[BaseModel] | None] = None  # the model of a definition's `type_options`
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
+    pair_form: ClassVar[str | None] = None  # a pair classifier's form, `--pair-form`: cross (encoded together) or bi
 
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
@@ -95,6 +96,15 @@ def task_kind(name: str) -> TaskKind:
     if name not in TASK_KINDS:
         importlib.import_module(SHIPPED_KINDS)
     return TASK_KINDS.get(name)
+
+
+def pair_form_kind(form: str) -> str:
+    """The registered kind that classifies pairs in `form` (cross, bi)."""
+    importlib.import_module(SHIPPED_KINDS)
+    for name in TASK_KINDS.names():
+        if TASK_KINDS.get(name).pair_form == form:
+            return name
+    raise KeyError(f"no task type classifies pairs in the {form} form")
 
 
 def kind_names() -> list[str]:

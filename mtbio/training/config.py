@@ -74,6 +74,11 @@ class RunConfig(BaseModel):
         "task", "What sentence-level heads read: each task's own `pooling`, or cls / mean / pooler for every task; auto: "
         "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
         "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
+    pair_form: Literal["task", "auto", "cross", "bi"] = option(
+        "task", "How a classification of two texts is trained: each task's own type; cross, the pair encoded together; "
+        "bi, each text encoded on its own and their cosine classified (cosine_classification); auto, per task the "
+        "form whose linear probe on the frozen encoder scores higher in 5-fold cross-validation on the training "
+        "examples (bi only when strictly higher). The resolved type is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
                          "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
