@@ -28,7 +28,7 @@ TRAIN_ARGS=${TRAIN_ARGS:-}                       # extra options for every cell 
 MTBIO=${MTBIO:-mtbio}
 # today: the defaults before the small-data recipe (no step floor, no LP-FT start, each task's own pooling);
 # recipe: the packaged encoder's recipe as shipped now
-TODAY_ARGS=${TODAY_ARGS:---recipe minilm --min-steps 1 --no-lp-ft --thresholds fixed --pooling task}
+TODAY_ARGS=${TODAY_ARGS:---recipe minilm --min-steps 1 --no-lp-ft --thresholds fixed --pair-form task --pooling task}
 RECIPE_ARGS=${RECIPE_ARGS:---recipe minilm}
 
 read -r -a extra <<< "$TRAIN_ARGS"
