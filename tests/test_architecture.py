@@ -77,3 +77,17 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     source = tmp_path / "mod.py"
     source.write_text("def f():\n    from mtbio.cli import main\n    return main\n")
     assert "mtbio.cli" in _imports(source, "mtbio.tasks.mod")
+
+
+def test_the_cli_and_its_help_import_no_torch() -> None:
+    """`mtbio --help` (and every command's) reads only the CLI and the option models: torch, ~2 s to import on a
+    CPU, is loaded by the commands that run models, not by the entry point."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from click.testing import CliRunner; from mtbio.cli import main; "
+            "assert CliRunner().invoke(main, ['--help']).exit_code == 0; "
+            "assert CliRunner().invoke(main, ['finetune', '--help']).exit_code == 0; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout[:300]

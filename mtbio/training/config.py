@@ -9,10 +9,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtbio.data.mixers import MIXERS, mixer_options, shorthands
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_text
-from mtbio.model.weightings import WEIGHTINGS, weighting_options
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
@@ -327,6 +325,8 @@ class RunConfig(BaseModel):
         name = spec.get("name") if isinstance(spec, dict) else spec
         if not isinstance(name, str):
             raise ValueError("a mixer mapping needs its strategy's name (name: ...)")
+        from mtbio.data.mixers import MIXERS  # the strategies import torch: not for --help
+
         if name not in MIXERS:
             raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
         return spec
@@ -356,6 +356,8 @@ class RunConfig(BaseModel):
         name = values.pop("name", None)
         if not isinstance(name, str):
             raise ValueError("a weighting mapping needs its method's name (name: ...)")
+        from mtbio.model.weightings import WEIGHTINGS, weighting_options  # the methods import torch
+
         if name not in WEIGHTINGS:
             raise ValueError(f"unknown loss weighting '{name}' (registered: {', '.join(WEIGHTINGS.names())})")
         options = weighting_options(name, values).model_dump()
@@ -365,11 +367,15 @@ class RunConfig(BaseModel):
         """The loss weighting's name and options."""
         values = dict(self.weighting) if isinstance(self.weighting, dict) else {"name": self.weighting}
         name = values.pop("name")
+        from mtbio.model.weightings import weighting_options
+
         return name, weighting_options(name, values).model_dump()
 
     @model_validator(mode="after")
     def _mixer_options(self) -> "RunConfig":
         """Check the mixer's options; a mapping is written out whole, with its flat shorthands set to match."""
+        from mtbio.data.mixers import shorthands
+
         name, options = self.mixer_spec()
         if isinstance(self.mixer, dict):
             self.mixer = {"name": name, **options}
@@ -390,6 +396,8 @@ class RunConfig(BaseModel):
     def mixer_spec(self) -> tuple[str, dict[str, Any]]:
         """The mixer's name and its options (checked by its options model): the mapping's, where the
         flat shorthands (--temperature, --main-task, ...) that differ from their defaults win."""
+        from mtbio.data.mixers import MIXERS, mixer_options, shorthands
+
         spec = dict(self.mixer) if isinstance(self.mixer, dict) else {"name": self.mixer}
         name = spec.pop("name")
         takes = shorthands(name)
