@@ -1,5 +1,6 @@
 """ModernBERT, the 2026 encoder family (issue 67), built tiny and random in code: fine-tune with packed tagging
-batches, refine on two tasks, LoRA with mtbio's default targets, predict, an export refused with its reason, and a
+batches, refine on two tasks, LoRA with mtbio's default targets, predict, exports that are ModernBERT's own
+AutoModelFor* classes (the head trains their classifier block), and a
 resume that gives the uninterrupted run's weights bit for bit."""
 from __future__ import annotations
 
@@ -52,12 +53,48 @@ def test_modernbert_lora_takes_mtbios_default_targets(tmp_path: Path, tiny_moder
     assert config["target_modules"] == ["Wqkv"]
 
 
-def test_modernbert_export_is_refused_in_one_line_naming_its_own_layers(tmp_path: Path, tiny_modernbert: str) -> None:
-    _run("finetune", "--task", "demo-ner", "--max-steps", "2", *_common(tiny_modernbert), "--output", str(tmp_path / "r"))
-    result = CliRunner().invoke(main, ["export", str(tmp_path / "r" / "demo-ner"), "--task", "demo-ner",
-                                       "--output", str(tmp_path / "export")])
-    assert result.exit_code != 0 and not (tmp_path / "export").exists()
-    assert "ModernBertForTokenClassification puts layers of its own (head)" in result.output
+@pytest.mark.parametrize("task,pooling", [("demo-ner", "task"), ("demo-nli", "cls"), ("demo-nli", "mean"),
+                                          ("demo-hoc", "mean")])
+def test_modernbert_exports_exactly_and_its_pipeline_predicts_what_mtbio_does(tmp_path: Path, tiny_modernbert: str,
+                                                                            task: str, pooling: str) -> None:
+    """ModernBERT's AutoModelFor* classes put a dense → GELU → LayerNorm block before the classifier; an mtbio head on
+    ModernBERT trains that block, so the export is the class itself (its classifier_pooling set to the head's) and
+    the export's own logit check passes; a pipeline over it predicts mtbio's labels."""
+    from transformers import pipeline
+
+    import mtbio
+
+    _run("finetune", "--task", task, "--max-steps", "3", "--pooling", pooling, *_common(tiny_modernbert),
+         "--output", str(tmp_path / "r"))
+    head = json.loads((tmp_path / "r" / task / "heads" / task / "head_config.json").read_text())
+    assert head["block"]["family"] == "modernbert" and head["block"]["classifier_activation"] == "gelu"
+    _run("export", str(tmp_path / "r" / task), "--task", task, "--output", str(tmp_path / "export"))
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    run = mtbio.load(tmp_path / "r" / task)
+    if task == "demo-ner":
+        words = ["Aspirin", "causes", "nausea", "."]
+        nlp = pipeline("token-classification", model=str(tmp_path / "export"))
+        tags = [item["entity"] for item in nlp(" ".join(words))]
+        assert len(tags) >= 1 and set(tags) <= set(config["label2id"])
+        return
+    assert config["classifier_pooling"] == pooling
+    nlp = pipeline("text-classification", model=str(tmp_path / "export"), top_k=None)
+    text = ("A man sleeps.", "A man is awake.") if task == "demo-nli" else "Tumour cells evade apoptosis."
+    found = nlp({"text": text[0], "text_pair": text[1]} if isinstance(text, tuple) else text)
+    found = found[0] if isinstance(found[0], list) else found
+    best = max(found, key=lambda item: item["score"])["label"]
+    predicted = run.predict(task, [text])[0]
+    if task == "demo-nli":
+        assert best == predicted
+    else:  # multi-label: the pipeline's sigmoid scores above 0.5 are mtbio's labels
+        assert sorted(item["label"] for item in found if item["score"] > 0.5) == sorted(predicted)
+
+
+def test_modernbert_lora_run_exports_as_a_peft_adapter(tmp_path: Path, tiny_modernbert: str) -> None:
+    _run("finetune", "--task", "demo-nli", "--adapter", "lora", "--max-steps", "2", *_common(tiny_modernbert),
+         "--output", str(tmp_path / "lora"))
+    _run("export", str(tmp_path / "lora" / "demo-nli"), "--task", "demo-nli", "--output", str(tmp_path / "export"))
+    assert (tmp_path / "export" / "adapter_config.json").is_file()
 
 
 def test_a_resumed_modernbert_run_ends_bit_identical(tmp_path: Path, tiny_modernbert: str) -> None:

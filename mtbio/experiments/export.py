@@ -32,6 +32,7 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
 from mtbio.fileio import save_pretrained, staged_output, write_text
 from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
+from mtbio.model.heads.blocks import family_block
 from mtbio.run_dir import RunDir
 
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
@@ -81,12 +82,16 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
 def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     """An `AutoModelFor*` holding the run's encoder (a LoRA task's base, or its adapter merged in) and the task's head."""
     head, kind = run.model.heads[task], run.tasks[task].kind
-    if kind.sentence_level and head.config.pooling == "mean":
+    block = family_block(head.config.block) if head.config.block else None  # the class's own layers, trained
+    pools = block is not None and block.pooling_field is not None  # the class pools as the config says
+    if kind.sentence_level and head.config.pooling == "mean" and not pools:
         raise MtbioError(f"task '{task}' reads the mean of its tokens (pooling: mean), which no {auto.__name__} "
                          "for these weights computes; serve it with mtbio predict or mtbio.load, or train it with "
                          "pooling: cls to export")
-    refuse_own_layers(auto, run.model.encoder.config, task)
+    refuse_own_layers(auto, run.model.encoder.config, task, block.child if block is not None else None)
     config = copy.deepcopy(run.model.encoder.config)
+    if pools and kind.sentence_level:
+        setattr(config, block.pooling_field, head.config.pooling)
     labels = list(head.config.labels) or ["score"]
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
@@ -98,7 +103,9 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     weights = (merged_state_dict(encoder, task) if merge_adapter else base_state_dict(encoder)) \
         if task in run.model.adapters else encoder.state_dict()
     _copy_weights(model, weights, head, task)
-    if kind.sentence_level and head.config.pooling == "cls":
+    if block is not None:
+        getattr(model, block.child).load_state_dict(head.block.state_dict())
+    if kind.sentence_level and head.config.pooling == "cls" and not pools:
         _carry_cls_head(model, task)
     return model
 
@@ -194,17 +201,19 @@ def push_to_hub(output: Path, repo_id: str) -> str:
     return str(getattr(commit, "commit_url", repo_id))
 
 
-def refuse_own_layers(auto: Any, encoder_config: Any, task: str) -> None:
+def refuse_own_layers(auto: Any, encoder_config: Any, task: str, carried: str | None = None) -> None:
     """Refuse, before anything is built, an `AutoModelFor*` class that puts trained layers of its own between the
-    encoder and the classifier (ModernBERT's dense + GELU + LayerNorm `head`): an mtbio head has none to carry."""
+    encoder and the classifier that the head did not train (`carried`: the classifier block it did,
+    `mtbio.model.heads.blocks`)."""
     with torch.device("meta"):
         model = auto.from_config(copy.deepcopy(encoder_config))
     own = [name for name, module in model.named_children()
-           if name not in (model.base_model_prefix, "classifier", "pooler") and any(True for _ in module.parameters())]
+           if name not in (model.base_model_prefix, "classifier", "pooler", carried)
+           and any(True for _ in module.parameters())]
     if own:
         raise MtbioError(f"task '{task}': {type(model).__name__} puts layers of its own ({', '.join(own)}) between the "
-                         "encoder and its classifier, which an mtbio head does not train, so no export of it gives the "
-                         "run's predictions; serve this encoder family with mtbio predict or mtbio.load")
+                         "encoder and its classifier, which this head did not train, so no export of it gives the "
+                         "run's predictions; serve it with mtbio predict or mtbio.load")
 
 
 def _copy_weights(model: Any, weights: dict[str, torch.Tensor], head: Any, task: str) -> None:

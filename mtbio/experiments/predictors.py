@@ -177,7 +177,7 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
         embeddings = {}
         for task in job.tasks:
             torch.manual_seed(seed)
-            model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, hidden))})
+            model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, hidden, encoder.config))})
             embeddings[task.name] = fisher_embedding(model, task.name, data[task.name], tokenizer.pad_token_id,
                                                      options.head_steps, config.batch_size,
                                                      options.examples, seed)

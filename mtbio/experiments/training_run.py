@@ -39,6 +39,7 @@ from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokeni
                                  sentence_pooling)
 from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
 from mtbio.model.heads import HeadConfig, build_head
+from mtbio.model.heads.blocks import block_spec
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.pair_form import MAX_EXAMPLES as PROBE_EXAMPLES
 from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, with_pair_form
@@ -61,10 +62,14 @@ log = logging.getLogger(__name__)
 STAGES = ("refine", "finetune", "single-task")
 
 
-def head_config_for(task: TaskDef, hidden_size: int) -> HeadConfig:
+def head_config_for(task: TaskDef, hidden_size: int, encoder_config: Any = None) -> HeadConfig:
+    """A new head's config; a kind exported as an `AutoModelFor*` trains the encoder family's classifier block."""
+    export = task.kind.export
+    exported = export is not None and export.layout == "transformers"
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
-                      pooling=task.pooling, type_options=dict(task.type_options))
+                      pooling=task.pooling, type_options=dict(task.type_options),
+                      block=block_spec(encoder_config) if exported and encoder_config is not None else {})
 
 
 def cost_record(encoder_config: Any, state: Any, entered: float, started: float) -> dict[str, Any]:
@@ -268,15 +273,15 @@ def train_tasks(
                                 listeners, accelerator, entered)
 
 
-def build_heads(tasks: list[TaskDef], hidden: int, heads_source: Path | None) -> dict[str, Any]:
+def build_heads(tasks: list[TaskDef], encoder_config: Any, heads_source: Path | None) -> dict[str, Any]:
     """A head per task: the one saved under `heads_source/<task>/` where there is one, else a new one."""
-    heads = {}
+    heads, hidden = {}, int(encoder_config.hidden_size)
     for task in tasks:
         saved = heads_source / task.name if heads_source is not None else None
         if saved is None or not saved.is_dir():
-            heads[task.name] = build_head(head_config_for(task, hidden))
+            heads[task.name] = build_head(head_config_for(task, hidden, encoder_config))
             continue
-        trained, wanted = read_head_config(saved), head_config_for(task, hidden)
+        trained, wanted = read_head_config(saved), head_config_for(task, hidden, encoder_config)
         if (trained.type, trained.labels) != (wanted.type, wanted.labels):
             raise MtbioError(f"{saved}: head trained as {trained.type} over labels {trained.labels}, the task now has "
                              f"{wanted.type} over {wanted.labels}; pass --finetune-heads new")
@@ -332,9 +337,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     # inputs longer than the encoder's positions are truncated (and counted), never a crash
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), limit)
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
-    hidden = int(encoder.config.hidden_size)
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
-    heads = build_heads(tasks, hidden, heads_source)
+    heads = build_heads(tasks, encoder.config, heads_source)
     adapters = build_adapters(tasks, encoder, config, heads_source)
     model = MultiTaskModel(encoder, heads, adapters, build_weighting(*config.weighting_spec(), [t.name for t in tasks]))
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])

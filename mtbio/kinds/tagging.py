@@ -24,7 +24,7 @@ class TaggingHead(LinearHead):
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return self.out(self.dropout(hidden))
+        return self.classify(hidden)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)

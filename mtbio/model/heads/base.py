@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from mtbio.errors import MtbioError
+from mtbio.model.heads.blocks import build_block
 from mtbio.tasks.kinds import task_kind
 
 # what a sentence-level head reads: [CLS]'s hidden state, the encoder's pooler, or the mean of its tokens (how
@@ -34,6 +35,7 @@ class HeadConfig:
     loss_weight: float = 1.0
     pooling: str = "cls"
     type_options: dict[str, Any] = field(default_factory=dict)  # the definition's, for kinds whose head reads them
+    block: dict[str, Any] = field(default_factory=dict)  # the encoder family's classifier block (mtbio.model.heads.blocks)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,12 +115,18 @@ class Head(nn.Module):
 
 
 class LinearHead(Head):
-    """Dropout → linear on what `forward` reads: the shape of the shipped heads."""
+    """[the encoder family's classifier block →] dropout → linear on what `forward` reads: the shape of the shipped
+    heads."""
 
     def __init__(self, config: HeadConfig):
         super().__init__(config)
+        self.block = build_block(config.block)
         self.dropout = nn.Dropout(config.dropout)
         self.out = output_layer(config)
+
+    def classify(self, features: torch.Tensor) -> torch.Tensor:
+        """Logits of what the head reads."""
+        return self.out(self.dropout(self.block(features)))
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -140,12 +148,12 @@ class SentenceHead(LinearHead):
             if pooled is None:
                 raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "
                                  "output; use pooling: cls or mean")
-            return self.out(self.dropout(pooled))
+            return self.classify(pooled)
         if self.config.pooling == "mean":
             if batch is None or "attention_mask" not in batch:
                 raise MtbioError(f"task '{self.config.task}' sets pooling: mean, which needs the batch's attention mask")
-            return self.out(self.dropout(pool(hidden, batch["attention_mask"], "mean")))
-        return self.out(self.dropout(hidden[:, 0]))
+            return self.classify(pool(hidden, batch["attention_mask"], "mean"))
+        return self.classify(hidden[:, 0])
 
 
 def build_head(config: HeadConfig) -> Head:
