@@ -25,6 +25,9 @@ from mtbio.errors import MtbioError
 from mtbio.fileio import make_dir, write_json, writing
 
 
+BEST_DIR = "best"  # <run>/best/<task>/ (--select per-task): a one-task run directory of the task's own best weights
+
+
 @dataclass(frozen=True)
 class RunDir:
     """One run directory (it may not exist yet: a run about to be written)."""
@@ -55,6 +58,12 @@ class RunDir:
     @property
     def heads_dir(self) -> Path:
         return self.path / "heads"
+
+    def model_dir_for(self, task: str) -> Path:
+        """Where `task`'s weights are: `best/<task>/`, its own best evaluation in a `--select per-task` joint run,
+        else the run itself."""
+        own = self.path / BEST_DIR / task
+        return own if (RunDir(own).encoder_dir / "config.json").is_file() else self.path
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -46,7 +46,7 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
     the adapter is merged into the encoder and `output` is a plain `AutoModelFor*` directory."""
     import transformers
 
-    run = load_run(run_dir)
+    run = load_run(RunDir(run_dir).model_dir_for(task))  # a --select per-task run: the task's own best
     if task not in run.model.heads:
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
     kind = run.tasks[task].kind

@@ -36,17 +36,18 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
             raise MtbioError(f"--from {source_dir}: not an mtbio run directory (no encoder/config.json)")
         if config.encoder:
             raise MtbioError("give either --from RUN_DIR (fine-tune a refined encoder) or --encoder, not both")
-        encoder_source: str | None = str(RunDir(source_dir).encoder_dir)
         base = Path(config.output) if config.output else source_dir / "finetune"
         stage, lr = "finetune", config.learning_rate(FINETUNE_LR)
-        heads: Path | None = RunDir(source_dir).heads_dir if config.finetune_heads == "refined" else None
     else:
-        encoder_source = config.encoder
         base = Path(config.output) if config.output else Path("runs") / "single-task"
         stage, lr = "single-task", config.learning_rate(REFINE_LR)
-        heads = None
     runs = []
     for task in tasks:
+        encoder_source, heads = config.encoder, None
+        if config.from_run:  # the refined run's weights; a --select per-task run's own best for this task
+            source = RunDir(RunDir(config.from_run).model_dir_for(task.name))
+            encoder_source = str(source.encoder_dir)
+            heads = source.heads_dir if config.finetune_heads == "refined" else None
         own = config.model_copy(update={"tasks": [task.name], "domain": None})  # each run's config.yaml: its task
         if config.seeds and config.seeds > 1:  # --seeds K: <base>/<task>/seed-<s>/ for s = seed .. seed+K-1
             plan = [(base / task.name / f"seed-{seed}", own.model_copy(update={"seed": seed}))

@@ -171,7 +171,7 @@ def predict_file(run_dir: Path, tasks: str | Sequence[str], input_path: Path, ou
     inputs = read_inputs(input_path)
     output_path = output_path or Path(run_dir) / "predictions" / f"{'+'.join(names)}-{Path(input_path).stem}.jsonl"
     ensure_writable(output_path)  # before the model runs, not after
-    run = load_run(run_dir, precision)
+    run = load_run(RunDir(run_dir).model_dir_for(names[0]) if len(names) == 1 else run_dir, precision)
     predicted = run.predict(names, inputs, scores=True)
     with open_for_write(output_path) as handle:
         for text, by_task in zip(inputs, predicted):

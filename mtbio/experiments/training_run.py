@@ -50,8 +50,9 @@ from mtbio.tasks.loading import require_data
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
-from mtbio.run_dir import RunDir
+from mtbio.run_dir import BEST_DIR, RunDir
 from mtbio.training.lp_start import fit_heads
+from mtbio.training.per_task import PerTaskBest
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.events import Listener
 from mtbio.training.flops import machine_key, useful_flops
@@ -293,6 +294,30 @@ def build_heads(tasks: list[TaskDef], encoder_config: Any, heads_source: Path | 
     return heads
 
 
+def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef], config: RunConfig, run_dir: Path,
+                   stage: str, encoder_source: str | None) -> None:
+    """Make each `best/<task>/` a one-task run directory (its task, config and results: the task's own best dev
+    evaluation, and with --eval-test its test scored once with those weights)."""
+    for task in tasks:
+        found = per_task.best.get(task.name)
+        if found is None:
+            continue
+        own = run_dir / BEST_DIR / task.name
+        if config.eval_test:
+            best, _ = load_model(own, [task.name])
+            trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
+            trainer.unwrapped.heads[task.name].load_state_dict(best.heads[task.name].state_dict())
+            trainer.unwrapped.heads[task.name].config = best.heads[task.name].config
+        test = trainer.evaluate("test", [task.name]) if config.eval_test else {}
+        if trainer.accelerator.is_main_process:
+            write_task_defs([task], RunDir(own).tasks_dir)
+            save_config(config.model_copy(update={"tasks": [task.name]}), RunDir(own).config_file)
+            RunDir(own).write_results({"stage": stage, "tasks": [task.name], "encoder_source": encoder_source,
+                                       "selected": "per-task", "joint_run": str(run_dir), "best_step": found["step"],
+                                       "dev": {task.name: found["dev"]},
+                                       "test": test})
+
+
 def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_source: Path | None) -> tuple[str, ...]:
     """With --adapter lora, a LoRA adapter per task in `encoder` (frozen): the one saved under
     `heads_source/<task>/adapter/` where the heads start from a LoRA run, else a new one. Returns the adapted tasks."""
@@ -357,8 +382,11 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                              tokenizer.pad_token_id, fresh) if config.lp_ft and not resuming else {}
         floor = _floors(tasks, data, encoder_source, tokenizer, config) \
             if config.baselines and accelerator.is_main_process else {}
+    per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
+        if config.select_by == "per-task" and len(tasks) > 1 else None
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                      on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=listeners)
+                      on_best=lambda m: save_model(m, tokenizer, run_dir),
+                      listeners=[*listeners, per_task] if per_task is not None else listeners)
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
         with writing(run_dir, hint="choose a writable --output with free space"):
             make_dir(run_dir)
@@ -400,6 +428,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         for name, head in best.heads.items():  # and each head's config: a fitted decision rule is saved there
             trainer.unwrapped.heads[name].config = head.config
         test = trainer.evaluate("test")
+    if per_task is not None:  # after the joint weights' own test: this loads each task's weights in turn
+        _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source)
     results = {
         "stage": stage,
         "tasks": [t.name for t in tasks],
@@ -413,6 +443,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
         "not_learned": not_learned,
         "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
+        "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
+                          for name, found in per_task.best.items()} if per_task is not None else {},
         "lp_start": sorted(name for name, done in lp_start.items() if done),  # heads fitted before step 1 (--lp-ft)
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
         "below_baselines": below,  # task → the baseline its dev score is below

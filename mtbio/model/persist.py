@@ -32,8 +32,9 @@ HEAD_CONFIG = "head_config.json"
 HEAD_WEIGHTS = "model.safetensors"
 
 
-def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
-    """The run's best weights: `encoder/` (`save_pretrained` of encoder and tokenizer) and `heads/<task>/`.
+def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path, tasks: list[str] | None = None) -> None:
+    """The run's best weights: `encoder/` (`save_pretrained` of encoder and tokenizer) and `heads/<task>/` (of
+    `tasks` only, where given).
     Both are written in full under temporary names before either replaces the old one, so a failed
     write (a full disk) is one line and leaves the previous best weights whole."""
     hint = "the previous best weights are intact; free some space and continue with --resume"
@@ -50,6 +51,8 @@ def save_model(model: MultiTaskModel, tokenizer: Any, run_dir: Path) -> None:
             heads_tmp = fresh_dir(RunDir(run_dir).heads_dir)
             staged.append((heads_tmp, RunDir(run_dir).heads_dir))
             for name, head in model.heads.items():
+                if tasks is not None and name not in tasks:
+                    continue
                 write_json(heads_tmp / name / HEAD_CONFIG, head.config.to_json())
                 tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
                 save_tensors(tensors, heads_tmp / name / HEAD_WEIGHTS)

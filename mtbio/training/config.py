@@ -155,6 +155,11 @@ class RunConfig(BaseModel):
                             per_cell=True)
     eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
     eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
+    select_by: Literal["mean", "per-task"] = option(
+        "mean", "Which dev evaluation's weights a joint run keeps: mean, the best mean of the tasks' primary scores "
+        "(encoder/, heads/); per-task, also each task's own best evaluation, its encoder and head under "
+        "best/<task>/ (one encoder copy per task on disk), which finetune --from, export and a one-task predict "
+        "then take; test (--eval-test) is scored with each task's own.", flag="--select")
     baselines: bool = option(True, "Score each task's no-training baselines (trivial aside: a probe on frozen "
                              "features, the zero-shot cosine of pairs) on the run's own data, cached, and warn when "
                              "the trained score is below them.", resumable=True)

@@ -355,8 +355,8 @@ class Trainer:
         step, and before each evaluation and checkpoint."""
         self.engine.read_losses(self.state)
 
-    def evaluate(self, split: str) -> dict[str, dict[str, float]]:
-        """Score every task on `split` with the current weights.
+    def evaluate(self, split: str, tasks: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
+        """Score every task (or `tasks`) on `split` with the current weights.
 
         With several processes each predicts its share of the evaluation batches (every k-th), the
         predictions are gathered with `gather_for_metrics`, and every process scores all of them,
@@ -364,7 +364,7 @@ class Trainer:
         """
         self.accelerator.wait_for_everyone()
         started = time.perf_counter()
-        scores = self._score(split)
+        scores = self._score(split, tasks)
         self.state.eval_seconds += time.perf_counter() - started
         return scores
 
@@ -384,11 +384,11 @@ class Trainer:
             ordered[index] = prediction
         return ordered
 
-    def _score(self, split: str) -> dict[str, dict[str, float]]:
+    def _score(self, split: str, tasks: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
         results: dict[str, dict[str, float]] = {}
         self._scored = 0
         for name, data in self.data.items():
-            if split not in data.splits:
+            if split not in data.splits or (tasks is not None and name not in tasks):
                 continue
             part = data.splits[split]
             self.state.eval_tokens += sum(part.lengths)
