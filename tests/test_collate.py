@@ -16,7 +16,7 @@ def _row(n: int, **extra: object) -> dict[str, object]:
 def test_tagging_batch_pads_each_column_with_its_own_value() -> None:
     rows = [_row(3, labels=[-100, 2, -100], word_index=[-1, 0, -1], n_words=1),
             _row(10, labels=[-100] + [1] * 8 + [-100], word_index=[-1, *range(8), -1], n_words=8)]
-    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8)
+    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8, padded={"labels": -100})  # tagging's declaration
     assert batch["input_ids"].shape == (2, 16) and batch["input_ids"].dtype == torch.long
     assert batch["input_ids"][0].tolist() == [101, 102, 103] + [0] * 13
     assert batch["attention_mask"][0].tolist() == [1, 1, 1] + [0] * 13
@@ -42,7 +42,7 @@ def test_scalar_and_multilabel_label_dtypes() -> None:
 
 def test_numpy_rows_from_a_formatted_dataset() -> None:
     rows = [{k: np.asarray(v) for k, v in _row(n, labels=[-100] * n).items()} for n in (2, 9)]
-    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8)
+    batch = collate(rows, pad_token_id=0, pad_to_multiple_of=8, padded={"labels": -100})
     assert batch["input_ids"].shape == (2, 16) and batch["labels"][0].tolist() == [-100] * 16
 
 
@@ -63,3 +63,14 @@ def test_to_device_keeps_the_values_and_leaves_cpu_batches_alone() -> None:
     torch.cuda.synchronize()
     for key, value in batch.items():
         assert moved[key].is_cuda and torch.equal(moved[key].cpu(), value)
+
+
+def test_integer_list_labels_pad_per_token_only_where_the_kind_says_so() -> None:
+    """A span label (start, end) is two integers per example, not a tag per token: without the kind declaring
+    `labels` per token it is stacked as it is."""
+    from mtbio.tasks.kinds import task_kind
+
+    rows = [_row(3, labels=[0, 2]), _row(6, labels=[1, 4])]
+    assert collate(rows, pad_token_id=0)["labels"].tolist() == [[0, 2], [1, 4]]
+    assert task_kind("tagging").padded_columns == {"labels": -100}
+    assert task_kind("classification").padded_columns == {}

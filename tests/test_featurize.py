@@ -167,3 +167,25 @@ def test_a_second_text_on_a_single_text_task_is_an_error(tokenizer: Any) -> None
         featurize([Example("7", "yes", text="Q?", text_b="A long context.", origin="train.tsv:3")], single, tokenizer)
     with pytest.raises(DataFormatError, match="tagging task does not read"):
         featurize([Example("8", ["O"], tokens=["x"], text="x", origin="train.conll:9")], NER, tokenizer)
+
+
+def test_the_feature_cache_key_follows_the_kinds_source(tmp_path, monkeypatch) -> None:
+    """Features cached by a kind's featurize are not served after that kind's module (or a kind it derives from)
+    is edited: the key holds a hash of their source."""
+    import importlib
+    import sys
+
+    from mtbio.data.featurize import kind_fingerprint
+    from mtbio.data.split_cache import code_fingerprint
+    from mtbio.tasks.kinds import task_kind
+
+    source = "from mtbio.kinds.classification import Classification\n\nclass Mine(Classification):\n    name = 'x'\n"
+    (tmp_path / "my_kind.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kind = importlib.import_module("my_kind").Mine()
+    before = kind_fingerprint(kind)
+    assert before != kind_fingerprint(task_kind("classification"))
+    (tmp_path / "my_kind.py").write_text(source + "    min_labels = 3\n")
+    code_fingerprint.cache_clear()
+    assert kind_fingerprint(kind) != before
+    sys.modules.pop("my_kind", None)

@@ -152,3 +152,19 @@ def test_the_command_scores_a_fixed_subset_when_asked(data_dir: Path, tiny_encod
     table = json.loads(out.read_text())
     assert table["max_eval_examples"] == 30 and table["rows"][0]["scored_examples"] == 30
     assert "a fixed subset of at most 30 examples per task" in done.stdout
+
+
+def test_a_label_shape_no_probe_predicts_gets_no_baseline_and_no_lp_ft_start(monkeypatch) -> None:
+    """A kind whose labels are neither classes, label sets, numbers nor tags (a span, say) gets no probe score and no
+    LP-FT fit, instead of a classifier that guesses its labels are classes."""
+    import numpy as np
+
+    from mtbio.experiments.demo import SAMPLE_DIR
+    from mtbio.model.probes import no_training_scores
+    from mtbio.tasks.loading import load_task_def
+    from mtbio.training.lp_start import fit_linear
+
+    task = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
+    monkeypatch.setattr(type(task.kind), "label_form", "span")
+    assert no_training_scores(task, None, None, [], []) == {}
+    assert fit_linear("span", np.zeros((4, 2)), np.array([0, 1, 0, 1]), 2) is None

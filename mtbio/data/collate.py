@@ -1,13 +1,14 @@
 """Rows of a featurized dataset → one padded batch of tensors (dynamic padding to the batch max)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 # padding value per per-token column; `input_ids` uses the tokenizer's pad id
-_PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1, "labels": -100}
+_PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1}
 _TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "word_index")
 SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`mtbio.data.featurize.separate_text_columns`)
 
@@ -19,15 +20,17 @@ def pad_multiple_for(device: torch.device | str, mixed_precision: str | None = N
     return 8 if torch.device(device).type == "cuda" or mixed_precision == "bf16" else None
 
 
-def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = None,
+            padded: Mapping[str, int] | None = None) -> dict[str, torch.Tensor]:
     """Pad per-token columns to the longest row (rounded up to `pad_to_multiple_of`) and stack the rest.
 
-    `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, tagging
-    `labels` → -100; all long. Scalar labels: integers → long, floats → float32; multilabel
-    (equal-length float lists) → a float32 matrix. Other scalar columns (`length`, `n_words`,
-    `truncated`) are stacked as they come. The columns of a second text encoded on its own (`input_ids_b`, …)
-    are padded as their first text's, to their own longest row.
+    `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, and the columns the
+    task's kind declares per token (`padded`: column → padding value, tagging's `labels` → -100); all long.
+    Other labels: integers → long, floats → float32, equal-length lists (multi-label, spans) → a matrix.
+    Other scalar columns (`length`, `n_words`, `truncated`) are stacked as they come. The columns of a second
+    text encoded on its own (`input_ids_b`, …) are padded as their first text's, to their own longest row.
     """
+    padded = padded or {}
     first = rows[0]
     shapes = {suffix: _widths(rows, "input_ids" + suffix, pad_to_multiple_of) for suffix in ("", SECOND_TEXT)
               if "input_ids" + suffix in first}
@@ -35,10 +38,10 @@ def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: i
     for key in first:
         suffix = SECOND_TEXT if key.endswith(SECOND_TEXT) else ""
         base = key[:-len(suffix)] if suffix else key
-        if base in _TOKEN_COLUMNS or (key == "labels" and _is_int_sequence(first[key])):
+        if base in _TOKEN_COLUMNS or key in padded:
             lengths, width = shapes[suffix]
-            batch[key] = torch.from_numpy(_pad([row[key] for row in rows], lengths, width,
-                                               pad_token_id if base == "input_ids" else _PAD[base]))
+            pad = pad_token_id if base == "input_ids" else padded[key] if key in padded else _PAD[base]
+            batch[key] = torch.from_numpy(_pad([row[key] for row in rows], lengths, width, pad))
         else:
             values = np.asarray([row[key] for row in rows])
             if values.dtype.kind == "f":
@@ -56,11 +59,6 @@ def _widths(rows: list[dict[str, Any]], key: str, pad_to_multiple_of: int | None
     if pad_to_multiple_of:
         width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
     return lengths, width
-
-
-def _is_int_sequence(value: Any) -> bool:
-    array = np.asarray(value)
-    return array.ndim == 1 and array.dtype.kind in "iu"
 
 
 def _pad(values: list[Any], lengths: np.ndarray, width: int, pad: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from tqdm import tqdm
 from mtbio.data.collate import SECOND_TEXT
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
-from mtbio.data.split_cache import default_cache_dir
+from mtbio.data.split_cache import code_fingerprint, default_cache_dir
 from mtbio.errors import DataFormatError
 from mtbio.fileio import WriteError, writing
 from mtbio.logs import bars_enabled
@@ -271,6 +272,7 @@ def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fing
     backend = getattr(tokenizer, "backend_tokenizer", None)
     identity = {
         "featurizer": FEATURIZER_VERSION,
+        "kind": kind_fingerprint(task.kind),  # an edited kind module featurizes anew
         "task": task.model_dump(mode="json"),
         "source": source_fingerprint,
         "n_examples": n_examples,
@@ -283,6 +285,21 @@ def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fing
         ],
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def kind_fingerprint(kind: Any) -> str:
+    """A short hash of the source of the modules that define the kind and the kinds it derives from (a class's own
+    source where its module has no file, as for a kind defined in a notebook)."""
+    parts = []
+    for cls in type(kind).__mro__[:-1]:  # without `object`
+        try:
+            parts.append(code_fingerprint(cls.__module__))
+        except (AttributeError, TypeError, ValueError, OSError):
+            try:
+                parts.append(hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()[:16])
+            except (OSError, TypeError):
+                parts.append(cls.__qualname__)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def _backend_hash(backend: Any) -> str:

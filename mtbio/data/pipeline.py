@@ -35,6 +35,7 @@ class SplitData:
     examples: list[Example]
     columns: dict[str, list[Any]]
     truncated: int = 0
+    padded: dict[str, int] = field(default_factory=dict)  # the kind's per-token columns and their padding value
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -46,7 +47,7 @@ class SplitData:
     def batch(self, indices: Sequence[int], pad_token_id: int,
               pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
         rows = [{k: self.columns[k][i] for k in self.columns if k not in BOOKKEEPING_COLUMNS} for i in indices]
-        return collate(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+        return collate(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of, padded=self.padded)
 
     def packed_batch(self, indices: Sequence[int], pad_token_id: int, position_offset: int,
                      pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
@@ -67,10 +68,10 @@ class TaskData:
     splits: dict[str, SplitData] = field(default_factory=dict)
 
 
-def _to_split(examples: list[Example], dataset: Any) -> SplitData:
+def _to_split(examples: list[Example], dataset: Any, task: TaskDef) -> SplitData:
     columns = dataset.to_dict()
     truncated = int(sum(columns.get("truncated", [])))
-    return SplitData(examples=examples, columns=columns, truncated=truncated)
+    return SplitData(examples=examples, columns=columns, truncated=truncated, padded=dict(task.kind.padded_columns))
 
 
 def load_task_split(
@@ -89,7 +90,7 @@ def load_task_split(
                                                  else examples_fingerprint(examples))
     dataset = featurize_cached(examples, task, tokenizer, max_length or task.max_length, source_fingerprint=fingerprint)
     _log_truncation(task, split, dataset, tokenizer, max_length)  # once per split, from the cache or not
-    return _to_split(examples, dataset)
+    return _to_split(examples, dataset, task)
 
 
 def _log_truncation(task: TaskDef, split: str, dataset: Any, tokenizer: Any, max_length: int | None) -> None:
@@ -146,4 +147,4 @@ def featurize_raw(task: TaskDef, examples: list[Example], tokenizer: Any, max_le
     """Featurize unlabelled examples (prediction) without touching the cache; truncation is logged once."""
     dataset = featurize(examples, task, tokenizer, max_length or task.max_length)
     _log_truncation(task, "input", dataset, tokenizer, max_length)
-    return _to_split(examples, dataset)
+    return _to_split(examples, dataset, task)

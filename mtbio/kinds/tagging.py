@@ -55,6 +55,7 @@ class TaggingHead(LinearHead):
 @register_kind
 class Tagging(TaskKind):
     name = "tagging"
+    padded_columns = {"labels": -100}  # a tag per token; -100: nothing learned there
     reads = "words"
     label_form = "tags"
     sentence_level = False

@@ -29,6 +29,7 @@ from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
 from mtbio.tasks.schema import TaskDef
 
 POOLINGS = ("mean", "cls")
+PROBE_FORMS = ("class", "classes", "number", "tags")  # the label forms a linear probe here predicts
 
 
 def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
@@ -137,6 +138,8 @@ def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x:
             for i in np.flatnonzero(hits):
                 out[i].append(name)
         return out  # type: ignore[return-value]
+    if form != "class":
+        raise ValueError(f"task '{task.name}': no linear probe for labels of the form '{form}'")
     labels = [str(y) for y in train_y]
     if len(set(labels)) == 1:
         return [labels[0]] * len(x)
@@ -145,7 +148,10 @@ def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x:
 
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                        scored: Sequence[Example], max_length: int | None = None) -> dict[str, dict[str, float]]:
-    """{baseline name: `score_task` result on `scored`} for every baseline the task has."""
+    """{baseline name: `score_task` result on `scored`} for every baseline the task has (none for a label form
+    outside PROBE_FORMS, rather than a probe that guesses its labels are classes)."""
+    if task.kind.label_form not in PROBE_FORMS:  # a kind with a label shape no probe here predicts: none
+        return {}
     length = max_length or task.max_length
     gold, groups = [ex.label for ex in scored], [ex.group for ex in scored]
     if task.kind.reads == "words":

@@ -52,6 +52,7 @@ class TaskKind:
     options: ClassVar[type[BaseModel] | None] = None  # the model of a definition's `type_options`
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
     pair_form: ClassVar[str | None] = None  # a pair classifier's form, `--pair-form`: cross (encoded together) or bi
+    padded_columns: ClassVar[dict[str, int]] = {}  # its featurized columns with one value per token → padding value
 
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
