@@ -95,6 +95,8 @@ class RunConfig(BaseModel):
     l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
                          "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
+    schedule: str = option("linear", "Learning-rate schedule after the warm-up, a name registered in "
+                           "mtbio.training.schedules (built in: linear decay to 0, cosine, constant).")
     optimizer: str = option("adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, "
                             "adamax, MT-DNN's choice, adafactor).")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
@@ -322,6 +324,15 @@ class RunConfig(BaseModel):
 
         if name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer '{name}' (registered: {', '.join(OPTIMIZERS.names())})")
+        return name
+
+    @field_validator("schedule")
+    @classmethod
+    def _registered_schedule(cls, name: str) -> str:
+        from mtbio.training.schedules import SCHEDULES
+
+        if name not in SCHEDULES:
+            raise ValueError(f"unknown schedule '{name}' (registered: {', '.join(SCHEDULES.names())})")
         return name
 
     @field_validator("mixer")

@@ -65,16 +65,13 @@ def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correctio
     return OPTIMIZERS.get(name)(list(groups), lr)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up over `warmup_ratio` of the steps, then linear decay to 0: transformers'
-    `get_linear_schedule_with_warmup`, whose module costs every training process ~2 s of imports (peft)."""
+def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float,
+                    name: str = "linear") -> torch.optim.lr_scheduler.LambdaLR:
+    """The schedule registered as `name` (`mtbio.training.schedules`; linear: transformers'
+    `get_linear_schedule_with_warmup`, whose module costs every training process ~2 s of imports) over `total_steps`,
+    warming up over `warmup_ratio` of them."""
+    from mtbio.training.schedules import SCHEDULES
+
     warmup = int(round(total_steps * warmup_ratio))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, partial(linear_with_warmup, warmup=warmup,
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, partial(SCHEDULES.get(name), warmup=warmup,
                                                                 total=max(1, total_steps)))
-
-
-def linear_with_warmup(step: int, warmup: int, total: int) -> float:
-    """The learning-rate factor at `step`: step/warmup while warming up, then falling linearly to 0 at `total`."""
-    if step < warmup:
-        return step / max(1, warmup)
-    return max(0.0, (total - step) / max(1, total - warmup))

@@ -225,7 +225,7 @@ class Trainer:
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
         groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
         optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
-        self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup)
+        self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup, config.schedule)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
