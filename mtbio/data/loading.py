@@ -10,7 +10,6 @@ split (`files: {all: ...}` + `derived_split`) are split by document: see `derive
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
@@ -135,7 +134,8 @@ def _subset(examples: list[Example], n: int) -> list[Example]:
 
 
 class _LabelCheck:
-    """Maps a raw label through `label_map` and checks it against the task's label vocabulary."""
+    """Checks an example's label as its task's kind says (`TaskKind.check_label`), each raw label mapped through
+    `label_map` and checked against the task's vocabulary; a problem is one error naming the file and line."""
 
     def __init__(self, task: TaskDef):
         self.task = task
@@ -143,43 +143,22 @@ class _LabelCheck:
         self.label_map = task.label_map
 
     def __call__(self, ex: Example) -> Label:
-        form = self.task.kind.label_form
         if ex.label is None:
             self._fail(ex, "no label")
-        if form == "number":
-            return self._number(ex)
-        if form == "class":
-            if not isinstance(ex.label, str):
-                self._fail(ex, f"expected one class label, got {ex.label!r}")
-            return self._one(ex, ex.label)  # type: ignore[arg-type]
-        if not isinstance(ex.label, list):
-            self._fail(ex, f"expected a list of labels, got {ex.label!r}")
-        labels = [self._one(ex, x) for x in ex.label]  # type: ignore[union-attr]
-        if form == "tags" and (ex.tokens is None or len(labels) != len(ex.tokens)):
-            self._fail(ex, "a tagging example needs one tag per token")
-        if form == "classes":
-            labels = list(dict.fromkeys(labels))
-        return labels
+        try:
+            return self.task.kind.check_label(ex.label, ex, self.task, self._one)
+        except ValueError as error:
+            self._fail(ex, str(error))
 
-    def _one(self, ex: Example, raw: str) -> str:
+    def _one(self, raw: Any, what: str = "label") -> str:
         if not isinstance(raw, str):
-            self._fail(ex, f"expected a string label, got {raw!r}")
+            raise ValueError(f"expected a string label, got {raw!r}")
         label = self.label_map.get(raw, raw)
         if label not in self.allowed:
-            what = "tag" if self.task.kind.label_form == "tags" else "label"
             mapped = f" (mapped from '{raw}')" if label != raw else ""
-            self._fail(ex, f"{what} '{label}'{mapped} is not among the labels of task '{self.task.name}': "
-                           f"{', '.join(self.task.label_list)}")
+            raise ValueError(f"{what} '{label}'{mapped} is not among the labels of task '{self.task.name}': "
+                             f"{', '.join(self.task.label_list)}")
         return label
-
-    def _number(self, ex: Example) -> float:
-        try:
-            value = float(ex.label)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            self._fail(ex, f"a {self.task.type} label must be a number, got {ex.label!r}")
-        if not math.isfinite(value):
-            self._fail(ex, f"a {self.task.type} label must be finite, got {ex.label!r}")
-        return value
 
     def _fail(self, ex: Example, message: str) -> NoReturn:
         path, _, line = ex.origin.rpartition(":")

@@ -11,7 +11,7 @@ gives embeddings whose cosine is this head's.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
 from datasets import Value
@@ -21,7 +21,7 @@ from torch import nn
 from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
-from mtbio.kinds.regression import mean_label
+from mtbio.kinds.regression import mean_label, number_label
 from mtbio.model.heads import Head, HeadConfig, pool
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
@@ -99,6 +99,9 @@ class BiEncoder(TaskKind):
 
     def head(self, config: HeadConfig) -> CosineHead:
         return CosineHead(config)
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> float:
+        return number_label(raw, task)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [mean_label(task, train)] * len(scored)

@@ -6,7 +6,7 @@ Labels are class indices; the trivial predictor is the most frequent training la
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from datasets import Value
@@ -40,6 +40,13 @@ def class_labels(chunk: Sequence[Example], task: TaskDef) -> list[int]:
     return [IGNORE_INDEX if ex.label is None else lookup(index, ex.label, ex, task) for ex in chunk]
 
 
+def one_class(raw: Any, name: Callable[..., str]) -> str:
+    """A single-label example's class (a string among the task's labels)."""
+    if not isinstance(raw, str):
+        raise ValueError(f"expected one class label, got {raw!r}")
+    return name(raw)
+
+
 def majority_class(task: TaskDef, train: Sequence[Example]) -> str:
     """The most frequent training label (ties: the one listed first)."""
     counts = Counter(str(ex.label) for ex in train if ex.label is not None)
@@ -67,6 +74,9 @@ class Classification(TaskKind):
 
     def head(self, config: HeadConfig) -> ClassificationHead:
         return ClassificationHead(config)
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
+        return one_class(raw, name)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [majority_class(task, train)] * len(scored)

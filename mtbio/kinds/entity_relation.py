@@ -14,7 +14,7 @@ head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
 from datasets import List, Value
@@ -25,7 +25,7 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
-from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class
+from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class, one_class
 from mtbio.model.heads import HeadConfig
 from mtbio.model.heads.base import INIT_STD
 from mtbio.tasks.kinds import TaskKind, register_kind
@@ -111,6 +111,9 @@ class EntityRelation(TaskKind):
 
     def head(self, config: HeadConfig) -> EntityStartHead:
         return EntityStartHead(config)
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
+        return one_class(raw, name)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [majority_class(task, train)] * len(scored)

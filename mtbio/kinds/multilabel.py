@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -109,6 +109,11 @@ class MultiLabel(TaskKind):
 
     def head(self, config: HeadConfig) -> MultiLabelHead:
         return MultiLabelHead(config)
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> list[str]:
+        if not isinstance(raw, list):
+            raise ValueError(f"expected a list of labels, got {raw!r}")
+        return list(dict.fromkeys(name(x) for x in raw))  # each label once, in order
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         labels = [ex.label for ex in train if ex.label is not None]

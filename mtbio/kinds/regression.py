@@ -5,7 +5,8 @@ mse the variance); exported as `AutoModelForSequenceClassification` with one out
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -51,8 +52,22 @@ class Regression(TaskKind):
     def head(self, config: HeadConfig) -> RegressionHead:
         return RegressionHead(config)
 
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> float:
+        return number_label(raw, task)
+
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [mean_label(task, train)] * len(scored)
+
+
+def number_label(raw: Any, task: TaskDef) -> float:
+    """A score label: a finite number."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"a {task.type} label must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"a {task.type} label must be finite, got {raw!r}")
+    return value
 
 
 def mean_label(task: TaskDef, train: Sequence[Example]) -> float:

@@ -7,7 +7,7 @@ trivial predictor tags every word `O`; exported as `AutoModelForTokenClassificat
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -79,6 +79,14 @@ class Tagging(TaskKind):
 
     def head(self, config: HeadConfig) -> TaggingHead:
         return TaggingHead(config)
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> list[str]:
+        if not isinstance(raw, list):
+            raise ValueError(f"expected a list of labels, got {raw!r}")
+        tags = [name(x, what="tag") for x in raw]
+        if example.tokens is None or len(tags) != len(example.tokens):
+            raise ValueError("a tagging example needs one tag per token")
+        return tags
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [["O"] * len(ex.tokens or []) for ex in scored]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel
 
@@ -57,6 +57,11 @@ class TaskKind:
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
         return []
+
+    def check_label(self, raw: Any, example: Any, task: Any, name: Callable[..., str]) -> Any:  # pragma: no cover
+        """An example's label as training uses it, or ValueError(message) naming what is wrong. `name(raw, what=)`
+        maps one raw label through the task's `label_map` and checks it against its vocabulary."""
+        raise NotImplementedError
 
     def label_list(self, task: Any) -> list[str]:
         """The label vocabulary the head predicts over."""
