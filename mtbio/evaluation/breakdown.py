@@ -16,21 +16,19 @@ from mtbio.tasks.schema import TaskDef
 TypeCounts = dict[str, dict[str, float]]
 
 
+def positive_classes(task: TaskDef, labels: Sequence[Label]) -> set[tuple[int, str]]:
+    """(example, label) of every label but the task's negative one."""
+    return {(i, str(label)) for i, label in enumerate(labels) if label != task.negative_label}
+
+
 def per_type_counts(task: TaskDef, gold: Sequence[Label], pred: Sequence[Label]) -> TypeCounts:
     """Type → {tp, fp, fn, precision, recall, f1}, plus a `micro` row over all types.
 
     Tagging: entities as `entity_f1` matches them (type and both boundaries; seqeval's conlleval
     mode, strict IOBES for IOBES). Classification: every label but the negative one, as `micro_f1`.
     """
-    form = task.kind.label_form
-    if form == "tags":
-        gold_items: set[tuple] = _entities(task, gold)
-        pred_items: set[tuple] = _entities(task, pred)
-    elif form == "class":
-        negative = task.negative_label
-        gold_items = {(i, str(g)) for i, g in enumerate(gold) if g != negative}
-        pred_items = {(i, str(p)) for i, p in enumerate(pred) if p != negative}
-    else:
+    gold_items, pred_items = task.kind.typed_items(task, gold), task.kind.typed_items(task, pred)
+    if gold_items is None or pred_items is None:
         raise MtbioError(f"task '{task.name}': per-type counts are for tasks with one class or a tag per word, "
                          f"not {task.type}")
     tp = Counter(item[1] for item in gold_items & pred_items)  # item[1]: the entity type or label
@@ -51,7 +49,7 @@ def format_type_table(task: str, table: TypeCounts) -> str:
     return "\n".join(lines)
 
 
-def _entities(task: TaskDef, sequences: Sequence[Label]) -> set[tuple[int, str, int, int]]:
+def entities(task: TaskDef, sequences: Sequence[Label]) -> set[tuple[int, str, int, int]]:
     """(sentence, type, start, end) of every entity."""
     if task.tagging_scheme == "IOBES":
         found = Entities([list(s) for s in sequences], IOBES).entities  # type: ignore[arg-type]

@@ -145,7 +145,7 @@ def write_predictions(run_dir: Path, split: str, task: TaskDef, examples: Sequen
             text = {"tokens": example.tokens} if example.tokens is not None else {"text": example.text, "text_b": example.text_b}
             record = {"uid": example.uid, **text, "gold": example.label, "prediction": prediction}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    if task.kind.label_form not in ("tags", "class"):
+    if task.kind.typed_items(task, []) is None:  # the kind has no per-type table
         return None
     types = per_type_counts(task, [e.label for e in examples], predictions)
     write_json(target / f"{split}-{task.name}.types.json", types)

@@ -90,7 +90,7 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
                          "pooling: cls to export")
     refuse_own_layers(auto, run.model.encoder.config, task, block.child if block is not None else None)
     config = copy.deepcopy(run.model.encoder.config)
-    if pools and kind.sentence_level:
+    if pools:
         setattr(config, block.pooling_field, head.config.pooling)
     labels = list(head.config.labels) or ["score"]
     config.id2label = dict(enumerate(labels))

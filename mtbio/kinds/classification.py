@@ -15,6 +15,7 @@ from torch import nn
 from mtbio.data.example import Example
 from mtbio.data.featurize import IGNORE_INDEX, label_index, lookup, text_columns
 from mtbio.errors import MtbioError
+from mtbio.evaluation.breakdown import positive_classes
 from mtbio.model.heads import HeadConfig, SentenceHead
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
@@ -77,6 +78,9 @@ class Classification(TaskKind):
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
         return one_class(raw, name)
+
+    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
+        return positive_classes(task, labels)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [majority_class(task, train)] * len(scored)

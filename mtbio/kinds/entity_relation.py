@@ -25,6 +25,7 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
+from mtbio.evaluation.breakdown import positive_classes
 from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class, one_class
 from mtbio.model.heads import HeadConfig
 from mtbio.model.heads.base import INIT_STD
@@ -114,6 +115,9 @@ class EntityRelation(TaskKind):
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
         return one_class(raw, name)
+
+    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
+        return positive_classes(task, labels)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [majority_class(task, train)] * len(scored)

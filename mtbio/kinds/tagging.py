@@ -14,6 +14,7 @@ from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import WORD_FEATURES, decode_tags, word_columns
+from mtbio.evaluation.breakdown import entities
 from mtbio.model.heads import HeadConfig, LinearHead
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef, expand_entity_types, has_tag_prefix
@@ -79,6 +80,9 @@ class Tagging(TaskKind):
 
     def head(self, config: HeadConfig) -> TaggingHead:
         return TaggingHead(config)
+
+    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
+        return entities(task, labels)
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> list[str]:
         if not isinstance(raw, list):

@@ -63,6 +63,11 @@ class TaskKind:
         maps one raw label through the task's `label_map` and checks it against its vocabulary."""
         raise NotImplementedError
 
+    def typed_items(self, task: Any, labels: Sequence[Any]) -> set[tuple] | None:
+        """The items a per-type table counts, each (example, type, ...) (`mtbio.evaluation.breakdown`); None: the
+        kind has no per-type table."""
+        return None
+
     def label_list(self, task: Any) -> list[str]:
         """The label vocabulary the head predicts over."""
         return list(task.labels or [])
