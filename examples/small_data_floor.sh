@@ -6,6 +6,7 @@
 # first cell; the table is written by examples/small_data_floor.py from the kept cells.
 #
 #   bash examples/small_data_floor.sh           # resumes: a cell whose results are in RESULTS is skipped
+#   PLAN_ONLY=1 bash examples/small_data_floor.sh   # the size and task of each point, in the order they run
 #
 # Cells: ARM/TASK/n-SIZE/seed-S. A finished cell's small files (results.json, config.yaml, tasks/) are copied to
 # RESULTS, which is committed; weights are not kept. One process per cell (a killed process loses one cell).
@@ -41,6 +42,8 @@ plan() {  # SIZE TASK lines: the small sizes of every task, then the large size 
   for size in $SIZES; do for task in $TASKS; do echo "$size $task"; done; done
   for task in $LARGE_TASKS; do echo "$LARGE_SIZE $task"; done
 }
+
+if [ -n "${PLAN_ONLY:-}" ]; then plan; exit 0; fi  # the SIZE TASK lines the study runs, in order
 
 # the smaller size first, then task by task, both arms of a seed together: a partial study is a whole part
 plan | while read -r size task; do

@@ -143,6 +143,7 @@ def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     assert sum(r.count("**") for r in rows) == 2  # one best cell
 
 
+@pytest.mark.long  # its sweep is tested end to end in tests/test_relations.py and tests/test_sweep_*.py
 def test_pairwise_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """Two seeds, two cells at a time, then the graph over both seeds; weights stay out of git, a
     rerun trains nothing."""
@@ -259,16 +260,17 @@ def test_select_training_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) 
 def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     """examples/small_data_floor.sh: both arms x two seeds of a demo task, kept as small files with their
     baselines; examples/small_data_floor.py's table and tests; a rerun on a 'new machine' trains nothing."""
-    settings = dict(TASKS="demo-nli", SIZES="24", SEEDS="1 2", ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"),
-                    RESULTS=str(tmp_path / "results"), RECIPE_ARGS="--recipe minilm --lp-ft --min-steps 6",
-                    LARGE_TASKS="demo-relation", LARGE_SIZE="16")
+    settings = dict(TASKS="demo-nli demo-relation", SIZES="24", SEEDS="1 2", ENCODER=tiny_encoder,
+                    OUT=str(tmp_path / "runs"), RESULTS=str(tmp_path / "results"),
+                    RECIPE_ARGS="--recipe minilm --lp-ft --min-steps 6", LARGE_TASKS="demo-relation", LARGE_SIZE="16")
     train_args = "--max-steps 3 --max-length 32 --batch-size 8"
+    planned = _run_script("small_data_floor.sh", tmp_path, train_args, PLAN_ONLY="1", **settings)
+    assert planned.stdout.split("\n")[:3] == ["24 demo-nli", "24 demo-relation", "16 demo-relation"]  # large last
+    settings.update(TASKS="demo-nli", LARGE_TASKS="")  # the cells: one task at one size, both arms, two seeds
     done = _run_script("small_data_floor.sh", tmp_path, train_args, **settings)
     assert done.returncode == 0, done.stderr[-2000:]
     cells = sorted(str(p.parent.relative_to(tmp_path / "results")) for p in (tmp_path / "results").rglob("results.json"))
-    assert cells == [f"{arm}/{point}/seed-{s}" for arm in ("recipe", "today") for point in ("demo-nli/n-24",
-                                                                                            "demo-relation/n-16")
-                     for s in (1, 2)]
+    assert cells == [f"{arm}/demo-nli/n-24/seed-{s}" for arm in ("recipe", "today") for s in (1, 2)]
     kept = json.loads((tmp_path / "results" / "recipe" / "demo-nli" / "n-24" / "seed-1" / "results.json").read_text())
     assert kept["lp_start"] == ["demo-nli"] and "probe" in kept["baselines"]["demo-nli"]
     today = yaml.safe_load((tmp_path / "results" / "today" / "demo-nli" / "n-24" / "seed-1" / "config.yaml").read_text())
@@ -278,7 +280,6 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
                             str(tmp_path / "results")], capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "| demo-nli | 24 | accuracy |" in shown.stdout and "Floor held" in shown.stdout
-    assert "| demo-relation | 16 | micro_f1 |" in shown.stdout
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert "demo-nli n=24" in summary["recipe_vs_today"]
     assert summary["recipe_vs_today"]["demo-nli n=24"]["n_seeds"] == 2  # 2 seeds: no verdict
