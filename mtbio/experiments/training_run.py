@@ -294,6 +294,16 @@ def build_heads(tasks: list[TaskDef], encoder_config: Any, heads_source: Path | 
     return heads
 
 
+def _load_saved(trainer: Trainer, source: Path, names: list[str]) -> None:
+    """Put the weights saved in `source` (encoder and the heads of `names`; a weighting is not saved there) into the
+    trainer's model, with each head's config: a fitted decision rule is saved there."""
+    best, _ = load_model(source, names)
+    trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
+    for name in names:
+        trainer.unwrapped.heads[name].load_state_dict(best.heads[name].state_dict())
+        trainer.unwrapped.heads[name].config = best.heads[name].config
+
+
 def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef], config: RunConfig, run_dir: Path,
                    stage: str, encoder_source: str | None) -> None:
     """Make each `best/<task>/` a one-task run directory (its task, config and results: the task's own best dev
@@ -304,10 +314,7 @@ def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef]
             continue
         own = run_dir / BEST_DIR / task.name
         if config.eval_test:
-            best, _ = load_model(own, [task.name])
-            trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
-            trainer.unwrapped.heads[task.name].load_state_dict(best.heads[task.name].state_dict())
-            trainer.unwrapped.heads[task.name].config = best.heads[task.name].config
+            _load_saved(trainer, own, [task.name])
         test = trainer.evaluate("test", [task.name]) if config.eval_test else {}
         if trainer.accelerator.is_main_process:
             write_task_defs([task], RunDir(own).tasks_dir)
@@ -422,11 +429,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                         describe_floor(found[0]), found[0], found[1])
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
-        best, _ = load_model(run_dir, [t.name for t in tasks])  # encoder and heads (a weighting is not saved there)
-        trainer.unwrapped.encoder.load_state_dict(best.encoder.state_dict())
-        trainer.unwrapped.heads.load_state_dict(best.heads.state_dict())
-        for name, head in best.heads.items():  # and each head's config: a fitted decision rule is saved there
-            trainer.unwrapped.heads[name].config = head.config
+        _load_saved(trainer, run_dir, [t.name for t in tasks])
         test = trainer.evaluate("test")
     if per_task is not None:  # after the joint weights' own test: this loads each task's weights in turn
         _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source)

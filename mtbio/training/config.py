@@ -40,6 +40,13 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     return Field(default, description=help, json_schema_extra=extra, **constraints)
 
 
+def _registered(registry: Any, what: str, name: str) -> str:
+    """`name` when `registry` holds it, else ValueError naming the registered ones."""
+    if name not in registry:
+        raise ValueError(f"unknown {what} '{name}' (registered: {', '.join(registry.names())})")
+    return name
+
+
 class RunConfig(BaseModel):
     """Every run option, defined once: its type, default, limits and help. The CLI options, the YAML
     config keys (same names, dashes or underscores) and the saved `config.yaml` all come from here."""
@@ -322,18 +329,14 @@ class RunConfig(BaseModel):
     def _registered_optimizer(cls, name: str) -> str:
         from mtbio.training.optimizers import OPTIMIZERS
 
-        if name not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer '{name}' (registered: {', '.join(OPTIMIZERS.names())})")
-        return name
+        return _registered(OPTIMIZERS, "optimizer", name)
 
     @field_validator("schedule")
     @classmethod
     def _registered_schedule(cls, name: str) -> str:
         from mtbio.training.schedules import SCHEDULES
 
-        if name not in SCHEDULES:
-            raise ValueError(f"unknown schedule '{name}' (registered: {', '.join(SCHEDULES.names())})")
-        return name
+        return _registered(SCHEDULES, "schedule", name)
 
     @field_validator("mixer")
     @classmethod
