@@ -145,7 +145,7 @@ def test_bad_rows_name_dataset_split_and_row() -> None:
     with pytest.raises(DataFormatError, match=r"^fixture/pairs:train:1: a regression label must be a number"):
         list(examples_from_schema([{"id": "1", "text_1": "a", "text_2": "b", "label": "high"}], "bigbio_pairs",
                                   _task("regression", metric="pearson"), "fixture/pairs:train"))
-    with pytest.raises(MtbioError, match="schema bigbio_qa gives examples labelled with one class label, which a multilabel task does not take"):
+    with pytest.raises(MtbioError, match="schema bigbio_qa gives examples labelled with one class, which a multilabel task does not take"):
         _convert("qa", _task("multilabel", ["yes"]))
 
 

@@ -115,7 +115,8 @@ def test_predict_gives_entity_spans_that_slice_the_raw_text_and_probabilities(tm
 
 
 def test_tag_spans_read_iob2_io_and_iobes() -> None:
-    from mtbio.experiments.predict import split_words, tag_spans
+    from mtbio.kinds.tagging import tag_spans
+    from mtbio.tasks.shapes import split_words
 
     assert tag_spans(["B-C", "I-C", "O", "I-D", "B-D", "B-D"]) == [("C", 0, 1), ("D", 3, 3), ("D", 4, 4), ("D", 5, 5)]
     assert tag_spans(["S-C", "B-D", "I-D", "E-D", "O"]) == [("C", 0, 0), ("D", 1, 3)]

@@ -154,17 +154,13 @@ def test_the_command_scores_a_fixed_subset_when_asked(data_dir: Path, tiny_encod
     assert "a fixed subset of at most 30 examples per task" in done.stdout
 
 
-def test_a_label_shape_no_probe_predicts_gets_no_baseline_and_no_lp_ft_start(monkeypatch) -> None:
-    """A kind whose labels are neither classes, label sets, numbers nor tags (a span, say) gets no probe score and no
-    LP-FT fit, instead of a classifier that guesses its labels are classes."""
-    import numpy as np
-
+def test_a_kind_without_a_probe_gets_no_baseline(monkeypatch) -> None:
+    """A kind that names no probe (a label shape no linear model here predicts, a span say) gets no probe score,
+    instead of a classifier that guesses its labels are classes."""
     from mtbio.experiments.demo import SAMPLE_DIR
     from mtbio.model.probes import no_training_scores
     from mtbio.tasks.loading import load_task_def
-    from mtbio.training.lp_start import fit_linear
 
     task = load_task_def(SAMPLE_DIR / "task_defs" / "demo-nli.yml")
-    monkeypatch.setattr(type(task.kind), "label_form", "span")
+    monkeypatch.setattr(type(task.kind), "probe", None)
     assert no_training_scores(task, None, None, [], []) == {}
-    assert fit_linear("span", np.zeros((4, 2)), np.array([0, 1, 0, 1]), 2) is None

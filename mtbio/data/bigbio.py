@@ -43,6 +43,7 @@ from typing import Any
 from mtbio.data.example import Example, Label
 from mtbio.errors import DataFormatError, MtbioError
 from mtbio.tasks.schema import TaskDef, expand_entity_types
+from mtbio.tasks.shapes import describe_shape
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +96,10 @@ def _text(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, sour
     _require_form(task, schema, ("class", "classes", "number"))
     for row, record in enumerate(records, start=1):
         labels = _strings(record, "labels", source, row)
-        if task.kind.label_form == "classes":
-            label: Label = labels
-        elif len(labels) != 1:
-            raise DataFormatError(source, row, f"a {task.type} task needs exactly one label, the row has {len(labels)}")
-        else:
-            label = _one_label(task, labels[0], source, row)
+        try:
+            label = task.kind.labels.from_strings(labels)
+        except ValueError as error:
+            raise DataFormatError(source, row, f"a {task.type} {error}") from None
         yield _example(record, source, row, label, text=_string(record, "text", source, row))
 
 
@@ -120,7 +119,7 @@ def _qa(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source
 
 def _kb(records: Iterable[Mapping[str, Any]], schema: str, task: TaskDef, source: str) -> Iterator[Example]:
     _require_form(task, schema, ("tags", "class"))
-    return _tag(records, task, source) if task.kind.label_form == "tags" else _relations(records, task, source)
+    return _tag(records, task, source) if task.kind.labels.per_word else _relations(records, task, source)
 
 
 @dataclass(frozen=True)
@@ -294,21 +293,16 @@ def _example(record: Mapping[str, Any], source: str, row: int, label: Label, suf
 
 
 def _one_label(task: TaskDef, value: Any, source: str, row: int) -> Label:
-    if task.kind.label_form != "number":
-        return value
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise DataFormatError(source, row, f"a {task.type} label must be a number, got {value!r}") from None
-
-
-FORM_NAMES = {"class": "one class label", "classes": "a set of labels", "number": "a number", "tags": "one tag per word"}
+        return task.kind.labels.from_value(value)
+    except ValueError as error:
+        raise DataFormatError(source, row, f"a {task.type} {error}") from None
 
 
 def _require_form(task: TaskDef, schema: str, forms: tuple[str, ...]) -> None:
-    if task.kind.label_form not in forms:
+    if task.kind.labels.name not in forms:
         raise MtbioError(f"task '{task.name}': schema {schema} gives examples labelled with "
-                         f"{' or '.join(FORM_NAMES[f] for f in forms)}, which a {task.type} task does not take")
+                         f"{' or '.join(map(describe_shape, forms))}, which a {task.type} task does not take")
 
 
 def _string(record: Mapping[str, Any], key: str, source: str, row: int) -> str:

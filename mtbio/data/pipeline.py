@@ -17,6 +17,7 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import (effective_max_length, examples_fingerprint, featurize, featurize_cached,
                                   featurize_stats)
 from mtbio.data.split_cache import file_fingerprint
+from mtbio.errors import DataFormatError
 from mtbio.data.loading import read_split
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
@@ -120,26 +121,16 @@ def load_task_data(
 
 
 def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]]) -> list[Example]:
-    """Raw prediction inputs → unlabelled examples.
-
-    Tagging: a string is split on whitespace into words (or pass a list of words).
-    Pair tasks: a string holds the two texts separated by a tab (or pass a 2-item sequence).
-    """
-    examples = []
+    """Raw prediction inputs → unlabelled examples, as the task's input shape reads them (`mtbio.tasks.shapes`:
+    words split into words and punctuation, or a list of words; a pair's two texts separated by a tab, or a
+    2-item sequence)."""
+    examples, pair = [], is_pair_task(task)
     for i, item in enumerate(inputs):
-        uid = f"input-{i + 1}"
-        if task.kind.reads == "words":
-            words = item.split() if isinstance(item, str) else list(item)
-            examples.append(Example(uid=uid, label=None, tokens=words, origin=f"input:{i + 1}"))
-        elif is_pair_task(task):
-            parts = item.split("\t") if isinstance(item, str) else list(item)
-            if len(parts) != 2:
-                from mtbio.errors import DataFormatError
-
-                raise DataFormatError("input", i + 1, f"task '{task.name}' takes text pairs: two texts separated by a tab")
-            examples.append(Example(uid=uid, label=None, text=parts[0], text_b=parts[1], origin=f"input:{i + 1}"))
-        else:
-            examples.append(Example(uid=uid, label=None, text=str(item), origin=f"input:{i + 1}"))
+        try:
+            fields = task.kind.inputs.fields(item, pair)
+        except ValueError as error:
+            raise DataFormatError("input", i + 1, f"task '{task.name}' {error}") from None
+        examples.append(Example(uid=f"input-{i + 1}", label=None, origin=f"input:{i + 1}", **fields))
     return examples
 
 

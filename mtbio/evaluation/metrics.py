@@ -22,6 +22,7 @@ from mtbio.errors import MtbioError
 from mtbio.registry import Registry
 from mtbio.tasks.loading import register_name_check
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import describe_shape
 
 Groups = Sequence[str | None]
 MetricFn = Callable[[Sequence[Label], Sequence[Label], TaskDef, Groups | None], float]
@@ -100,16 +101,14 @@ def _check(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: 
         raise MtbioError(f"task '{task.name}': nothing to score (no examples)")
 
 
-FORM_NAMES = {"class": "one class", "classes": "a set of classes", "number": "a number", "tags": "a tag per word"}
-
-
 def _inapplicable(metric: str, task: TaskDef) -> str | None:
-    """Why `metric` cannot score `task` (its labels have a form the metric does not score), else None."""
+    """Why `metric` cannot score `task` (its kind's label shape is not among those the metric scores), else None."""
     forms = METRICS.get(metric).forms
-    if task.kind.label_form in forms:
+    shape = task.kind.labels
+    if shape.name in forms:
         return None
-    return (f"metric '{metric}' scores labels that are {' or '.join(FORM_NAMES[f] for f in forms)}; a {task.type} "
-            f"task's labels are {FORM_NAMES[task.kind.label_form]}")
+    return (f"metric '{metric}' scores labels that are {' or '.join(map(describe_shape, forms))}; a {task.type} "
+            f"task's labels are {shape.description}")
 
 
 def _check_known(labels: Sequence[str], task: TaskDef, what: str) -> None:
@@ -194,9 +193,8 @@ def accuracy(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups
     tagging examples when the whole tag sequence is equal.
     """
     _check(gold, pred, task, "accuracy")
-    if task.kind.label_form == "classes":
-        return float(np.mean([set(g) == set(p) for g, p in zip(gold, pred)]))
-    return float(np.mean([g == p for g, p in zip(gold, pred)]))
+    key = task.kind.labels.key
+    return float(np.mean([key(g) == key(p) for g, p in zip(gold, pred)]))
 
 
 def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str,

@@ -84,7 +84,7 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     head, kind = run.model.heads[task], run.tasks[task].kind
     block = family_block(head.config.block) if head.config.block else None  # the class's own layers, trained
     pools = block is not None and block.pooling_field is not None  # the class pools as the config says
-    if kind.sentence_level and head.config.pooling == "mean" and not pools:
+    if head.config.pooling == "mean" and not pools:
         raise MtbioError(f"task '{task}' reads the mean of its tokens (pooling: mean), which no {auto.__name__} "
                          "for these weights computes; serve it with mtbio predict or mtbio.load, or train it with "
                          "pooling: cls to export")
@@ -105,7 +105,7 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     _copy_weights(model, weights, head, task)
     if block is not None:
         getattr(model, block.child).load_state_dict(head.block.state_dict())
-    if kind.sentence_level and head.config.pooling == "cls" and not pools:
+    if kind.pools and head.config.pooling == "cls" and not pools:
         _carry_cls_head(model, task)
     return model
 
@@ -255,11 +255,7 @@ def _carry_cls_head(model: Any, task: str) -> None:
 def _sample_inputs(definition: Any) -> list[Any]:
     from mtbio.data.readers import is_pair_task
 
-    if definition.kind.reads == "words":
-        return [["Aspirin", "reduced", "the", "risk", "of", "myocardial", "infarction", "."]]
-    if is_pair_task(definition):
-        return [("The patient denies chest pain.", "The patient has chest pain.")]
-    return ["Inhibition of the kinase by the compound reduced tumour growth."]
+    return [definition.kind.inputs.sample(is_pair_task(definition))]
 
 
 def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: list[Any]) -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,8 +53,6 @@ class LoadedRun:
         if task not in self.tasks:
             raise MtbioError(f"{self.run_dir}: no task '{task}' (tasks: {', '.join(self.tasks)})")
         definition = self.tasks[task]
-        if definition.kind.reads == "words":
-            texts = [[w for w, _, _ in split_words(t)] if isinstance(t, str) else t for t in texts]
         return featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
 
     def _predict_tasks(self, tasks: list[str], texts: Sequence[str | Sequence[str]], scores: bool) -> list[Any]:
@@ -86,45 +83,11 @@ class LoadedRun:
     def entities(self, task: str, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
         """Entity spans of a tagging task in raw text: text, type, character start/end (so that
         `text[start:end]` is the entity) and score (mean probability of its words' tags)."""
-        if self.tasks.get(task) is None or self.tasks[task].kind.label_form != "tags":
+        if self.tasks.get(task) is None or not self.tasks[task].kind.labels.per_word:
             raise MtbioError(f"task '{task}' is not a tagging task of {self.run_dir}")
-        return [entity_spans(text, tags, probs)
+        kind = self.tasks[task].kind
+        return [kind.postprocess(text, tags, probs)["entities"]
                 for text, (tags, probs) in zip(texts, self.predict(task, list(texts), scores=True))]
-
-
-def entity_spans(text: str, tags: Sequence[str], probs: Sequence[float]) -> list[dict[str, Any]]:
-    """The entities of one tagged text (its words' tags and their probabilities), with character offsets."""
-    words = split_words(text)
-    return [{"text": text[words[first][1]:words[last][2]], "type": kind, "start": words[first][1],
-             "end": words[last][2], "score": sum(probs[first:last + 1]) / (last - first + 1)}
-            for kind, first, last in tag_spans(tags)]
-
-
-WORD = re.compile(r"\w+|[^\w\s]")
-
-
-def split_words(text: str) -> list[tuple[str, int, int]]:
-    """Words and punctuation marks of raw text with their character offsets, as the BioCreative
-    corpora are tokenized ("Na+/K+-ATPase," → Na + / K + - ATPase ,)."""
-    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
-
-
-def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    """(type, first word, last word) of each entity in a tag sequence (IOB2, IO or IOBES)."""
-    spans: list[tuple[str, int, int]] = []
-    kind, first = None, 0
-    for i, tag in enumerate([*tags, "O"]):
-        prefix, _, name = tag.partition("-") if tag != "O" else ("O", "", None)
-        continues = kind is not None and name == kind and prefix in ("I", "E")
-        if not continues and kind is not None:
-            spans.append((kind, first, i - 1))
-            kind = None
-        if prefix in ("B", "S") or (prefix in ("I", "E") and kind is None):
-            kind, first = name, i
-        if prefix in ("E", "S") and kind is not None:
-            spans.append((kind, first, i))
-            kind = None
-    return spans
 
 
 def load_run(run_dir: Path | str, precision: str = "auto") -> LoadedRun:
@@ -188,7 +151,4 @@ def _record(run: LoadedRun, task: str, text: str, prediction: Any, probabilities
     record: dict[str, Any] = {"input": text, "prediction": prediction}
     if scores and probabilities is not None:
         record["scores"] = probabilities
-    if run.tasks[task].kind.label_form == "tags":  # entities from the same forward pass
-        record["words"] = [w for w, _, _ in split_words(text)]
-        record["entities"] = entity_spans(text, prediction, probabilities)
-    return record
+    return {**record, **run.tasks[task].kind.postprocess(text, prediction, probabilities)}

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
+from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import failures, held_by_other, lock_path, read_owner
 from mtbio.experiments.sweep import Cell, cell_results, format_duration, read_cells
 from mtbio.reporting.relations import describe_reliability
-from mtbio.run_dir import RunDir, SweepDir
+from mtbio.run_dir import SweepDir
+from mtbio.tasks.loading import saved_task_fields
 from mtbio.training.flops import cached_peak
 
 
@@ -32,8 +32,8 @@ def _scores(cell: Cell) -> str:
     shown = []
     for task, scores in results.get("dev", {}).items():
         try:
-            metric = yaml.safe_load((RunDir(cell.run_dir).tasks_dir / f"{task}.yml").read_text())["metric"]
-        except (OSError, KeyError, TypeError):
+            metric = saved_task_fields(cell.run_dir, task)["metric"]
+        except (MtbioError, KeyError):
             metric = next(iter(scores))
         shown.append(f"{task} {metric} {scores[metric]:.4f}")
     return "; ".join(shown)

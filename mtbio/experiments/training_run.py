@@ -165,14 +165,14 @@ def recipe_options(config: RunConfig) -> list[str]:
 
 def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None) -> TaskDef:
     """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are)."""
-    if choice == "task" or not task.kind.sentence_level:
+    if choice == "task":
         return task
     pooling = choice
     if choice == "auto":
         saved = heads_source / task.name if heads_source is not None else None
         pooling = (read_head_config(saved).pooling if saved is not None and saved.is_dir()
                    else sentence_pooling(encoder_source) or task.pooling)
-    return task if pooling == task.pooling else task.model_copy(update={"pooling": pooling})
+    return task if pooling == task.pooling else task.kind.with_pooling(task, pooling)
 
 
 def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, tokenizer: Any, data_dir: Path | None,
@@ -238,7 +238,7 @@ def _floors(tasks: list[TaskDef], data: dict[str, TaskData], encoder_source: str
     return {task.name: no_training_baselines(task, source, load, data[task.name].splits["train"].examples,
                                              data[task.name].splits["dev"].examples,
                                              effective_max_length(task, tokenizer, config.max_length))
-            for task in tasks if task.kind.reads in ("text", "words")}
+            for task in tasks}
 
 
 def write_task_defs(tasks: list[TaskDef], directory: Path) -> None:
@@ -357,7 +357,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     encoder = load_encoder(encoder_source)
     tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source)
     tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
-    for task in (t for t in tasks if t.kind.sentence_level):
+    for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
     check_resume(run_dir, config, tasks)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes

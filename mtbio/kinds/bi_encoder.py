@@ -23,8 +23,10 @@ from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
 from mtbio.kinds.regression import mean_label, number_label
 from mtbio.model.heads import Head, HeadConfig, pool
+from mtbio.model.probes import NumberProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import NUMBER
 
 
 class BiEncoderOptions(BaseModel):
@@ -77,9 +79,10 @@ class CosineHead(Head):
 @register_kind
 class BiEncoder(TaskKind):
     name = "bi_encoder"
-    label_form = "number"
+    labels = NUMBER
+    probe = NumberProbe()
     min_labels = 0
-    sentence_level = False
+    pools = False
     default_metric = "pearson"
     options = BiEncoderOptions
     export = ExportSpec("SentenceTransformer", "sentence-similarity", layout="sentence-transformers")

@@ -17,8 +17,10 @@ from mtbio.data.featurize import IGNORE_INDEX, label_index, lookup, text_columns
 from mtbio.errors import MtbioError
 from mtbio.evaluation.breakdown import positive_classes
 from mtbio.model.heads import HeadConfig, SentenceHead
+from mtbio.model.probes import ClassProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import CLASS
 
 
 class ClassificationHead(SentenceHead):
@@ -59,7 +61,8 @@ def majority_class(task: TaskDef, train: Sequence[Example]) -> str:
 @register_kind
 class Classification(TaskKind):
     name = "classification"
-    label_form = "class"
+    labels = CLASS
+    probe = ClassProbe()
     pair_form = "cross"  # a pair is encoded together
     min_labels = 2
     default_metric = "accuracy"

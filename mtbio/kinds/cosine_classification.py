@@ -58,7 +58,7 @@ class CosineClassification(Classification):
 
     name = "cosine_classification"
     pair_form = "bi"  # each text encoded on its own
-    sentence_level = False
+    pools = False
     options = CosineClassificationOptions
     export = None  # no transformers class carries the head
 

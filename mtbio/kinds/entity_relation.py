@@ -29,8 +29,10 @@ from mtbio.evaluation.breakdown import positive_classes
 from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class, one_class
 from mtbio.model.heads import HeadConfig
 from mtbio.model.heads.base import INIT_STD
+from mtbio.model.probes import ClassProbe
 from mtbio.tasks.kinds import TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import CLASS
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +74,10 @@ def marker_starts(text: str, markers: tuple[str, str]) -> tuple[int, int]:
 @register_kind
 class EntityRelation(TaskKind):
     name = "entity_relation"
-    label_form = "class"
+    labels = CLASS
+    probe = ClassProbe()
     min_labels = 2
-    sentence_level = False
+    pools = False
     default_metric = "micro_f1"
     options = MarkerOptions
 

@@ -22,8 +22,10 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import label_index, lookup, text_columns
 from mtbio.errors import MtbioError
 from mtbio.model.heads import HeadConfig, SentenceHead
+from mtbio.model.probes import ClassSetProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import CLASSES
 
 
 def fit_thresholds(probabilities: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]],
@@ -88,7 +90,8 @@ class MultiLabelHead(SentenceHead):
 @register_kind
 class MultiLabel(TaskKind):
     name = "multilabel"
-    label_form = "classes"
+    labels = CLASSES
+    probe = ClassSetProbe()
     default_metric = "multilabel_micro_f1"
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "multi_label_classification")
 

@@ -17,8 +17,10 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.errors import MtbioError
 from mtbio.model.heads import HeadConfig, SentenceHead
+from mtbio.model.probes import NumberProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.shapes import NUMBER
 
 
 class RegressionHead(SentenceHead):
@@ -36,7 +38,8 @@ class RegressionHead(SentenceHead):
 @register_kind
 class Regression(TaskKind):
     name = "regression"
-    label_form = "number"
+    labels = NUMBER
+    probe = NumberProbe()
     min_labels = 0
     default_metric = "pearson"
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "regression")

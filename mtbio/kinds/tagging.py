@@ -16,8 +16,10 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import WORD_FEATURES, decode_tags, word_columns
 from mtbio.evaluation.breakdown import entities
 from mtbio.model.heads import HeadConfig, LinearHead
+from mtbio.model.probes import TagProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef, expand_entity_types, has_tag_prefix
+from mtbio.tasks.shapes import TAGS, WORDS, split_words
 
 
 class TaggingHead(LinearHead):
@@ -53,13 +55,41 @@ class TaggingHead(LinearHead):
         return out
 
 
+def entity_spans(text: str, tags: Sequence[str], probs: Sequence[float]) -> list[dict[str, Any]]:
+    """The entities of one tagged text (its words' tags and their probabilities), with character offsets."""
+    words = split_words(text)
+    return [{"text": text[words[first][1]:words[last][2]], "type": kind, "start": words[first][1],
+             "end": words[last][2], "score": sum(probs[first:last + 1]) / (last - first + 1)}
+            for kind, first, last in tag_spans(tags)]
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, last word) of each entity in a tag sequence (IOB2, IO or IOBES)."""
+    spans: list[tuple[str, int, int]] = []
+    kind, first = None, 0
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _, name = tag.partition("-") if tag != "O" else ("O", "", None)
+        continues = kind is not None and name == kind and prefix in ("I", "E")
+        if not continues and kind is not None:
+            spans.append((kind, first, i - 1))
+            kind = None
+        if prefix in ("B", "S") or (prefix in ("I", "E") and kind is None):
+            kind, first = name, i
+        if prefix in ("E", "S") and kind is not None:
+            spans.append((kind, first, i))
+            kind = None
+    return spans
+
+
+
 @register_kind
 class Tagging(TaskKind):
     name = "tagging"
     padded_columns = {"labels": -100}  # a tag per token; -100: nothing learned there
-    reads = "words"
-    label_form = "tags"
-    sentence_level = False
+    inputs = WORDS
+    labels = TAGS
+    probe = TagProbe()
+    pools = False
     default_metric = "entity_f1"
     export = ExportSpec("AutoModelForTokenClassification", "token-classification")
 
@@ -94,3 +124,7 @@ class Tagging(TaskKind):
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [["O"] * len(ex.tokens or []) for ex in scored]
+
+    def postprocess(self, text: Any, prediction: Any, probabilities: Any) -> dict[str, Any]:
+        """The words of raw `text` and its entities (`entity_spans`, from the same forward pass)."""
+        return {"words": [w for w, _, _ in split_words(text)], "entities": entity_spans(text, prediction, probabilities)}

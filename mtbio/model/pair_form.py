@@ -18,7 +18,7 @@ import numpy as np
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import metric_min_delta, metric_sign, score_task
-from mtbio.model.probes import cosines, embed, fit_predict
+from mtbio.model.probes import cosines, embed
 from mtbio.tasks.kinds import pair_form_kind
 from mtbio.tasks.schema import TaskDef
 
@@ -52,7 +52,7 @@ def _cross_validated(task: TaskDef, x: np.ndarray, examples: Sequence[Example]) 
     groups = [ex.group if ex.group is not None else ex.uid for ex in examples]
     predicted: list[Any] = [None] * len(examples)
     for fit, held in StratifiedGroupKFold(folds, shuffle=True, random_state=0).split(x, labels, groups):
-        for i, label in zip(held, fit_predict(task, x[fit], [examples[j].label for j in fit], x[held])):
+        for i, label in zip(held, task.kind.probe.fit_predict(task, x[fit], [examples[j].label for j in fit], x[held])):
             predicted[i] = label
     return float(score_task(task, [ex.label for ex in examples], predicted)[task.metric])
 

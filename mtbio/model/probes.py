@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from mtbio.data.example import Example, Label
+from mtbio.data.featurize import IGNORE_INDEX
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import score_task
 from mtbio.logs import bars_enabled
@@ -29,7 +30,7 @@ from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
 from mtbio.tasks.schema import TaskDef
 
 POOLINGS = ("mean", "cls")
-PROBE_FORMS = ("class", "classes", "number", "tags")  # the label forms a linear probe here predicts
+ABSENT_BIAS = -10.0  # below every fitted logit: a class the training set never shows stays unpredicted
 
 
 def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
@@ -119,57 +120,144 @@ def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], max_lengt
     return result
 
 
-def fit_predict(task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
-    """A linear model fitted on (train_x, train_y), its predictions for `x` in the task's label space."""
-    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+class Probe:
+    """A linear model on frozen features for one label shape: a kind names its probe (`TaskKind.probe`), which
+    gives the kind's no-training baselines and its LP-FT head start (`mtbio.training.lp_start`)."""
 
-    form = task.kind.label_form
-    if form == "number":
-        model = LinearRegression() if train_x.shape[1] == 1 else Ridge(alpha=1.0)
-        return [float(v) for v in model.fit(train_x, [float(y) for y in train_y]).predict(x)]  # type: ignore[arg-type]
-    if form == "classes":
+    def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
+                  scored: Sequence[Example], max_length: int) -> dict[str, list[Label]]:
+        """{baseline name: predictions for `scored`} from models fitted on `train`'s frozen features."""
+        raise NotImplementedError
+
+    def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
+        """A linear model fitted on (train_x, train_y), its predictions for `x` in the task's label space."""
+        raise NotImplementedError
+
+    def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(weight [outputs, hidden], bias [outputs]) of a head's output layer fitted on its frozen inputs `x` and
+        featurized labels `y`; None when the labels give nothing to fit."""
+        raise NotImplementedError
+
+
+class SentenceProbe(Probe):
+    """One prediction per example: the pair cosines (pair tasks) and a probe on mean-pooled features."""
+
+    def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
+                  scored: Sequence[Example], max_length: int) -> dict[str, list[Label]]:
+        found: dict[str, list[Label]] = {}
+        labels, pair = [e.label for e in train], is_pair_task(task)
+        if pair:
+            fit_cosines = cosines(encoder, tokenizer, train, max_length)
+            scored_cosines = cosines(encoder, tokenizer, scored, max_length)
+            for pooling in POOLINGS:
+                found[f"cosine-{pooling}"] = self.fit_predict(task, fit_cosines[pooling][:, None], labels,
+                                                              scored_cosines[pooling][:, None])
+
+        def features(examples: Sequence[Example]) -> np.ndarray:
+            return embed(encoder, tokenizer, [ex.text or "" for ex in examples],
+                         [ex.text_b or "" for ex in examples] if pair else None, max_length=max_length)
+
+        found["probe"] = self.fit_predict(task, features(train), labels, features(scored))
+        return found
+
+
+class ClassProbe(SentenceProbe):
+    """One class: a (multinomial) logistic regression."""
+
+    def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
+        from sklearn.linear_model import LogisticRegression
+
+        labels = [str(y) for y in train_y]
+        if len(set(labels)) == 1:
+            return [labels[0]] * len(x)  # type: ignore[return-value]
+        return [str(p) for p in LogisticRegression(max_iter=2000).fit(train_x, labels).predict(x)]
+
+    def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """A logistic regression over the label indices (positions labelled IGNORE_INDEX left out); a class the
+        training set never shows gets a bias below every fitted logit."""
+        from sklearn.linear_model import LogisticRegression
+
+        weight, bias = np.zeros((outputs, x.shape[1])), np.zeros(outputs)
+        keep = y != IGNORE_INDEX
+        x, y = x[keep], y[keep].astype(np.int64)
+        classes = np.unique(y)
+        if len(classes) < 2:
+            return None
+        model = LogisticRegression(max_iter=2000).fit(x, y)
+        bias[:] = ABSENT_BIAS + float(np.min(model.intercept_))
+        if len(classes) == 2:  # one row: the second class's logit against a first fixed at 0 (the same softmax)
+            bias[classes[0]] = 0.0
+            weight[classes[1]], bias[classes[1]] = model.coef_[0], model.intercept_[0]
+        else:
+            weight[classes], bias[classes] = model.coef_, model.intercept_
+        return weight, bias
+
+
+class ClassSetProbe(SentenceProbe):
+    """A set of classes: one logistic regression per label (a label always or never present: predicted so)."""
+
+    def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
+        from sklearn.linear_model import LogisticRegression
+
         out: list[list[str]] = [[] for _ in range(len(x))]
         for name in task.label_list:
             target = np.array([name in (y or []) for y in train_y])  # type: ignore[operator]
-            if target.all() or not target.any():  # a label always (never) present: predicted always (never)
+            if target.all() or not target.any():
                 hits = np.full(len(x), bool(target.all()))
             else:
                 hits = LogisticRegression(max_iter=2000).fit(train_x, target).predict(x)
             for i in np.flatnonzero(hits):
                 out[i].append(name)
         return out  # type: ignore[return-value]
-    if form != "class":
-        raise ValueError(f"task '{task.name}': no linear probe for labels of the form '{form}'")
-    labels = [str(y) for y in train_y]
-    if len(set(labels)) == 1:
-        return [labels[0]] * len(x)
-    return [str(p) for p in LogisticRegression(max_iter=2000).fit(train_x, labels).predict(x)]
+
+    def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
+        from sklearn.linear_model import LogisticRegression
+
+        weight, bias = np.zeros((outputs, x.shape[1])), np.zeros(outputs)
+        for label in range(outputs):
+            target = y[:, label] > 0.5 if y.ndim == 2 else np.zeros(len(x), bool)
+            if target.all() or not target.any():
+                bias[label] = -ABSENT_BIAS if target.all() else ABSENT_BIAS
+                continue
+            model = LogisticRegression(max_iter=2000).fit(x, target)
+            weight[label], bias[label] = model.coef_[0], model.intercept_[0]
+        return weight, bias
+
+
+class NumberProbe(SentenceProbe):
+    """A number: a linear regression on one feature (a cosine), a ridge regression on many."""
+
+    def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
+        from sklearn.linear_model import LinearRegression, Ridge
+
+        model = LinearRegression() if train_x.shape[1] == 1 else Ridge(alpha=1.0)
+        return [float(v) for v in model.fit(train_x, [float(y) for y in train_y]).predict(x)]  # type: ignore[arg-type]
+
+    def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
+        from sklearn.linear_model import Ridge
+
+        weight, bias = np.zeros((outputs, x.shape[1])), np.zeros(outputs)
+        keep = np.isfinite(y.astype(np.float64))
+        model = Ridge(alpha=1.0).fit(x[keep], y[keep].astype(np.float64))
+        weight[0], bias[0] = model.coef_, model.intercept_
+        return weight, bias
+
+
+class TagProbe(ClassProbe):
+    """A tag per word: the token-level probe (`tag_probe`); its head start is the class probe's over words."""
+
+    def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
+                  scored: Sequence[Example], max_length: int) -> dict[str, list[Label]]:
+        return {"probe": tag_probe(encoder, tokenizer, train, scored, max_length)}  # type: ignore[dict-item]
 
 
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                        scored: Sequence[Example], max_length: int | None = None) -> dict[str, dict[str, float]]:
-    """{baseline name: `score_task` result on `scored`} for every baseline the task has (none for a label form
-    outside PROBE_FORMS, rather than a probe that guesses its labels are classes)."""
-    if task.kind.label_form not in PROBE_FORMS:  # a kind with a label shape no probe here predicts: none
+    """{baseline name: `score_task` result on `scored`} for every baseline the task's kind has (none for a kind
+    without a probe, rather than a probe that guesses its labels are classes)."""
+    probe = task.kind.probe
+    if probe is None:
         return {}
-    length = max_length or task.max_length
     gold, groups = [ex.label for ex in scored], [ex.group for ex in scored]
-    if task.kind.reads == "words":
-        return {"probe": score_task(task, gold, tag_probe(encoder, tokenizer, train, scored, length), groups)}
-    results: dict[str, dict[str, float]] = {}
-    if is_pair_task(task):
-        fit_cosines = cosines(encoder, tokenizer, train, length)
-        scored_cosines = cosines(encoder, tokenizer, scored, length)
-        for pooling in POOLINGS:
-            fit_x, x = fit_cosines[pooling][:, None], scored_cosines[pooling][:, None]
-            results[f"cosine-{pooling}"] = score_task(task, gold, fit_predict(task, fit_x, [e.label for e in train], x),
-                                                      groups)
-    pair = is_pair_task(task)
-
-    def features(examples: Sequence[Example]) -> np.ndarray:
-        return embed(encoder, tokenizer, [ex.text or "" for ex in examples],
-                     [ex.text_b or "" for ex in examples] if pair else None, max_length=length)
-
-    results["probe"] = score_task(task, gold, fit_predict(task, features(train), [e.label for e in train],
-                                                          features(scored)), groups)
-    return results
+    found = probe.baselines(task, encoder, tokenizer, train, scored, max_length or task.max_length)
+    return {name: score_task(task, gold, predictions, groups) for name, predictions in found.items()}

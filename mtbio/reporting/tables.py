@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
 from mtbio.errors import MtbioError
 from mtbio.evaluation.aggregate import benchmark_summaries, mean_sd
 from mtbio.evaluation.metrics import metric_scale
@@ -33,6 +31,7 @@ from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
 from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
 from mtbio.run_dir import RunDir
+from mtbio.tasks.loading import saved_task_fields
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
 CATEGORY_NAMES = {"ner": "NER", "pico": "PICO", "relation": "Relation extraction", "similarity": "Sentence similarity",
@@ -60,16 +59,6 @@ def eval_subset(path: Path) -> int | None:
     return max((RunDir(r).results().get("max_eval_examples") or 0 for r in (run.path for run in RunDir.find(path))), default=0) or None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise MtbioError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(data, dict):
-        raise MtbioError(f"{path}: expected a mapping")
-    return data
-
-
 def read_run_scores(run_dir: Path, split: str,
                     metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str, int, float]]:
     """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
@@ -78,7 +67,7 @@ def read_run_scores(run_dir: Path, split: str,
     seed = int(RunDir(run_dir).config().get("seed", results.get("seed", 0)))  # a merged run has no config.yaml
     rows = []
     for task, scores in (results.get(split) or {}).items():
-        definition = _read_yaml(RunDir(run_dir).tasks_dir / f"{task}.yml")
+        definition = saved_task_fields(run_dir, task)
         declared = str(definition.get("metric"))
         metric = (metrics or {}).get(task) or declared
         if metric not in scores:
@@ -154,7 +143,7 @@ def write_curves(run_dir: Path) -> Path:
     if not metrics.is_file():
         raise MtbioError(f"{run_dir}: no metrics.jsonl (not a run directory)")
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    primary = {p.stem: str(_read_yaml(p).get("metric")) for p in RunDir(run_dir).task_files()}
+    primary = {p.stem: str(saved_task_fields(run_dir, p.stem).get("metric")) for p in RunDir(run_dir).task_files()}
     results = RunDir(run_dir).results() if RunDir(run_dir).finished else {}
     target = run_dir / "curves.png"
     plot_training_curves(records, primary, target, str(run_dir), results.get("trivial"), results.get("best_step"))

@@ -1,10 +1,10 @@
 """Task kinds: what a task definition's `type` means at every stage, one registered unit per type.
 
-A kind declares the shape of its examples (`reads`: text, with an optional second text, or words) and
-of their labels (`label_form`); readers, label checks, metrics and prediction files act on those
-shapes, never on a kind's name. Everything else is the kind's own: the checks of a definition
-beyond the schema, the label vocabulary, the features and labels featurization builds, the head, the
-trivial predictor, the default metric, and the `AutoModelFor*` export.
+A kind declares the shape of its examples (`inputs`: text, with an optional second text, or words) and
+of their labels (`labels`), objects of `mtbio.tasks.shapes` that readers, metrics and `mtbio predict` ask
+(never a kind's name). Everything else is the kind's own: the checks of a definition beyond the schema,
+the label vocabulary, the features and labels featurization builds, the head, the trivial predictor, its
+linear probe on frozen features, the default metric, what a prediction record adds, and the export.
 
 The shipped kinds are modules of `mtbio.kinds` (one file each, above the model layer, since each
 holds its head). The layers below reach a kind through `task_kind(name)`, which imports that
@@ -19,9 +19,8 @@ from typing import Any, Callable, ClassVar, Literal, Sequence
 from pydantic import BaseModel
 
 from mtbio.registry import Registry
+from mtbio.tasks.shapes import TEXT, InputShape, LabelShape
 
-LabelForm = Literal["class", "classes", "number", "tags"]  # str; list[str] (a set); float; one tag per word
-Reads = Literal["text", "words"]  # `text` (+ `text_b` for pair tasks) or `tokens`
 SHIPPED_KINDS = "mtbio.kinds"
 
 
@@ -44,10 +43,11 @@ class TaskKind:
     Methods that need the data, metric or model layers are implemented in the kind's own module."""
 
     name: ClassVar[str]
-    reads: ClassVar[Reads] = "text"
-    label_form: ClassVar[LabelForm]
+    inputs: ClassVar[InputShape] = TEXT
+    labels: ClassVar[LabelShape]
     min_labels: ClassVar[int] = 1  # 0: the kind has no labels (a score)
-    sentence_level: ClassVar[bool] = True  # one prediction per example from a pooled position (`pooling` applies)
+    pools: ClassVar[bool] = True  # its head reads one pooled position per example (`pooling` applies)
+    probe: ClassVar[Any] = None  # its linear probe on frozen features (`mtbio.model.probes`); None: no probe
     default_metric: ClassVar[str]
     options: ClassVar[type[BaseModel] | None] = None  # the model of a definition's `type_options`
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
@@ -57,6 +57,24 @@ class TaskKind:
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
         return []
+
+    def problems(self, task: Any) -> list[str]:
+        """Every problem of a definition that depends on its kind: the shared ones, then `check`'s."""
+        shared = []
+        if task.pooling != "cls" and not self.pools:
+            shared.append(f"pooling: a {self.name} head does not read one pooled position; pooling applies to "
+                          "sentence-level tasks")
+        if task.tagging_scheme is not None and not self.labels.per_word:
+            shared.append("tagging_scheme: tagging_scheme applies to tasks that tag words only")
+        return shared + self.check(task)
+
+    def with_pooling(self, task: Any, pooling: str) -> Any:
+        """`task` with its head reading `pooling` (a kind that does not pool: `task` as it is)."""
+        return task.model_copy(update={"pooling": pooling}) if self.pools else task
+
+    def postprocess(self, text: Any, prediction: Any, probabilities: Any) -> dict[str, Any]:
+        """Fields a prediction record of raw input `text` adds beside the prediction (tagging: its entities)."""
+        return {}
 
     def check_label(self, raw: Any, example: Any, task: Any, name: Callable[..., str]) -> Any:  # pragma: no cover
         """An example's label as training uses it, or ValueError(message) naming what is wrong. `name(raw, what=)`

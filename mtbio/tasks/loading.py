@@ -142,6 +142,16 @@ def _field_and_message(loc: tuple[Any, ...], msg: str) -> tuple[str, str]:
     return describe_type_error(loc), msg
 
 
+def saved_task_fields(run_dir: Path | str, task: str) -> dict[str, Any]:
+    """The fields of the definition a run saved for `task` (its tasks/<task>.yml) as written, not validated: reports
+    and sweep status read them from runs whose definitions may predate today's schema."""
+    path = RunDir(run_dir).tasks_dir / f"{task}.yml"
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise TaskDefinitionError(path, task, None, "expected a mapping of task fields at the top level")
+    return data
+
+
 def load_run_tasks(run_dir: Path | str) -> dict[str, TaskDef]:
     """The resolved task definitions a run saved (its tasks/), by name."""
     return {t.name: t for t in (load_task_def(p) for p in RunDir(run_dir).task_files())}

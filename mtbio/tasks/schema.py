@@ -107,9 +107,6 @@ class TaskDef(BaseModel):
         kind = self.kind
         if not self.metric:
             object.__setattr__(self, "metric", kind.default_metric)
-        if self.pooling != "cls" and not kind.sentence_level:
-            raise ValueError(f"pooling: a {self.type} head does not read one pooled position; pooling applies to "
-                             "sentence-level tasks")
         if ("all" in self.files) != (self.derived_split is not None):
             raise ValueError("derived_split: files: {all: ...} needs derived_split, and derived_split needs files: {all: ...}")
         if kind.min_labels == 0:
@@ -129,9 +126,7 @@ class TaskDef(BaseModel):
         except ValidationError as error:
             first = error.errors()[0]
             raise ValueError(f"type_options.{describe_type_error(first['loc'])}: {first['msg']}") from None
-        if self.tagging_scheme is not None and kind.label_form != "tags":
-            raise ValueError("tagging_scheme: tagging_scheme applies to tasks that tag words only")
-        for problem in kind.check(self):
+        for problem in kind.problems(self):
             raise ValueError(problem)
         if self.negative_label is not None and self.negative_label not in (self.labels or []):
             raise ValueError(f"negative_label: '{self.negative_label}' is not in labels")

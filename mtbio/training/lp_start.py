@@ -19,8 +19,6 @@ from mtbio.data.pipeline import SplitData
 from mtbio.model.multitask import MultiTaskModel
 
 log = logging.getLogger(__name__)
-IGNORE = -100  # a label position nothing is learned from (a word's later sub-words, padding)
-ABSENT_BIAS = -10.0  # below every fitted logit: a class the training set never shows stays unpredicted
 
 
 @torch.no_grad()
@@ -51,52 +49,16 @@ def frozen_features(model: MultiTaskModel, task: str, data: SplitData, pad_token
     return np.concatenate(features).astype(np.float64), np.concatenate(labels)
 
 
-def fit_linear(form: str, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(weight [outputs, hidden], bias [outputs]) of the probe for a label form ('class', 'tags': logistic
-    regression over the label indices; 'classes': one per label; 'number': ridge); None when the labels give
-    nothing to fit (one class)."""
-    from sklearn.linear_model import LogisticRegression, Ridge
-
-    weight, bias = np.zeros((outputs, x.shape[1])), np.zeros(outputs)
-    if form == "number":
-        keep = np.isfinite(y.astype(np.float64))
-        model = Ridge(alpha=1.0).fit(x[keep], y[keep].astype(np.float64))
-        weight[0], bias[0] = model.coef_, model.intercept_
-        return weight, bias
-    if form == "classes":
-        for label in range(outputs):
-            target = y[:, label] > 0.5 if y.ndim == 2 else np.zeros(len(x), bool)
-            if target.all() or not target.any():
-                bias[label] = -ABSENT_BIAS if target.all() else ABSENT_BIAS
-                continue
-            model = LogisticRegression(max_iter=2000).fit(x, target)
-            weight[label], bias[label] = model.coef_[0], model.intercept_[0]
-        return weight, bias
-    if form not in ("class", "tags"):  # a label shape no linear probe here fits: the head starts as built
-        return None
-    keep = y != IGNORE
-    x, y = x[keep], y[keep].astype(np.int64)
-    classes = np.unique(y)
-    if len(classes) < 2:
-        return None
-    model = LogisticRegression(max_iter=2000).fit(x, y)
-    bias[:] = ABSENT_BIAS + float(np.min(model.intercept_))
-    if len(classes) == 2:  # one row: the second class's logit against a first fixed at 0 (the same softmax)
-        bias[classes[0]] = 0.0
-        weight[classes[1]], bias[classes[1]] = model.coef_[0], model.intercept_[0]
-    else:
-        weight[classes], bias[classes] = model.coef_, model.intercept_
-    return weight, bias
-
-
 def fit_heads(model: MultiTaskModel, tasks: dict[str, Any], data: dict[str, SplitData], pad_token_id: int,
               names: list[str]) -> dict[str, bool]:
-    """Fit the output layer of each head in `names` on its frozen features; {task: fitted}."""
+    """Fit the output layer of each head in `names` on its frozen features (by its kind's probe; a kind without one:
+    the head starts as built); {task: fitted}."""
     fitted = {}
     for name in names:
-        found = frozen_features(model, name, data[name], pad_token_id)
+        probe = tasks[name].kind.probe
+        found = frozen_features(model, name, data[name], pad_token_id) if probe is not None else None
         out = getattr(model.heads[name], "out", None)
-        result = fit_linear(tasks[name].kind.label_form, *found, out.out_features) if found and out is not None else None
+        result = probe.head_weights(*found, out.out_features) if found and out is not None else None
         if result is not None:
             with torch.no_grad():
                 out.weight.copy_(torch.as_tensor(result[0], dtype=out.weight.dtype))

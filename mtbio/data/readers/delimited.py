@@ -66,10 +66,7 @@ def _read(path: Path, task: TaskDef, delimiter: str, quoting: bool) -> Iterator[
         if len(cells) != width:
             raise DataFormatError(path, line, f"expected {width} fields separated by {delimiter!r}, found {len(cells)}")
         get = {key: cells[pos] for key, pos in positions.items()}
-        raw = get["label"].strip()
-        label: str | list[str] = raw
-        if task.kind.label_form == "classes":
-            label = [x.strip() for x in raw.split(separator) if x.strip()]
+        label = task.kind.labels.from_cell(get["label"].strip(), separator)
         yield Example(
             uid=get["id"] if "id" in get else f"{path.name}:{line}",
             label=label,

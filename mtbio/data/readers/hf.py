@@ -41,7 +41,7 @@ def check(task: TaskDef) -> list[tuple[str, str]]:
         if schema not in SCHEMAS:
             return [("reader_options.schema", f"unknown schema '{schema}' (known: {', '.join(SCHEMAS)})")]
         return check_schema_options(options)
-    needed = ["tokens", "label"] if task.kind.reads == "words" else ["text", "label"]
+    needed = [task.kind.inputs.column, "label"]
     return [("columns", f"format 'hf' needs column '{key}' (a field of the dataset), or reader_options.schema")
             for key in needed if key not in task.columns]
 

@@ -33,7 +33,8 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def json_label(value: Any, path: Path, line: int) -> Label:
-    """A JSON label value as a raw label: str, float, or list of str."""
+    """A JSON label value as a raw label: str, float, list of str, or an object (for a kind whose labels have parts;
+    the kind's `check_label` reads it)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -42,7 +43,9 @@ def json_label(value: Any, path: Path, line: int) -> Label:
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise DataFormatError(path, line, f"label must be a string, a number or a list of strings, got {json.dumps(value)[:80]}")
+    if isinstance(value, dict):
+        return dict(value)  # type: ignore[return-value]
+    raise DataFormatError(path, line, f"label must be a string, a number, a list of strings or an object, got {json.dumps(value)[:80]}")
 
 
 @register("jsonl", columns=TEXT_COLUMNS, column_kind="name")
