@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Mapping, TypeVar
+import importlib
+import pkgutil
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -70,3 +72,10 @@ def validate_options(model: type[M], values: Mapping[str, Any], owner: str) -> M
                     f"{f'not an option of this {kind}' if e['type'] == 'extra_forbidden' else e['msg']}"
                     for e in exc.errors()]
         raise ValueError(f"{owner}: {'; '.join(problems)}") from None
+
+
+def import_modules(package: str, path: Iterable[str]) -> None:
+    """Import every module of a package (its `__name__`, `__path__`), so that each registers what it holds: a new
+    reader, kind, mixer, weighting, optimizer or schedule is one module in its package."""
+    for module in pkgutil.iter_modules(path):
+        importlib.import_module(f"{package}.{module.name}")

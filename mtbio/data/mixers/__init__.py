@@ -10,12 +10,9 @@ The sampler itself (batches, bucketing, seeds, resume, sharding) is `mtbio.data.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from mtbio.data.mixer import MIXERS, MixerOptions, MultiTaskBatchSampler, mixer_options, register_mixer, shorthands
+from mtbio.registry import import_modules
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__)
 
 __all__ = ["MIXERS", "MixerOptions", "MultiTaskBatchSampler", "mixer_options", "register_mixer", "shorthands"]

@@ -13,26 +13,13 @@ checked against what the reader declares (`reader_problems`).
 """
 from __future__ import annotations
 
+from mtbio.data.readers.base import READERS, Reader, is_pair_task, reader_problems, register
+from mtbio.registry import import_modules
 from mtbio.tasks.loading import register_name_check
 from mtbio.tasks.schema import TaskDef
 
-from mtbio.data.readers.base import READERS, Reader, is_pair_task, reader_problems, register
-
-# Each module registers its formats on import.
-from mtbio.data.readers import (  # noqa: E402,F401  (imported for registration)
-    ade,
-    brat,
-    chemprot,
-    conll,
-    delimited,
-    hf,
-    hoc,
-    jsonl,
-    mediqa,
-    nli4ct,
-    pubmedqa,
-)
-
+# Every module here is imported, and each registers its formats: a new format is one module in this package.
+import_modules(__name__, __path__)
 
 
 @register_name_check

@@ -8,12 +8,9 @@ The registry and the base class are `mtbio.model.weighting`.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from mtbio.model.weighting import WEIGHTINGS, LossWeighting, build_weighting, register_weighting, weighting_options
+from mtbio.registry import import_modules
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__)
 
 __all__ = ["WEIGHTINGS", "LossWeighting", "build_weighting", "register_weighting", "weighting_options"]

@@ -9,13 +9,11 @@ peak learning rate, and returns a `torch.optim.Optimizer`; the schedule (`build_
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable
 
 import torch
 
-from mtbio.registry import Registry
+from mtbio.registry import Registry, import_modules
 
 OptimizerFactory = Callable[[list[dict], float], torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerFactory] = Registry("optimizer")
@@ -26,7 +24,6 @@ def register_optimizer(name: str) -> Callable[[OptimizerFactory], OptimizerFacto
     return OPTIMIZERS.register(name)
 
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__)
 
 __all__ = ["OPTIMIZERS", "OptimizerFactory", "register_optimizer"]

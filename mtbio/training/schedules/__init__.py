@@ -11,11 +11,9 @@ A schedule is `factor(step, warmup, total) -> float`, the peak learning rate's m
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable
 
-from mtbio.registry import Registry
+from mtbio.registry import Registry, import_modules
 
 Schedule = Callable[[int, int, int], float]
 SCHEDULES: Registry[Schedule] = Registry("schedule")
@@ -26,7 +24,6 @@ def register_schedule(name: str) -> Callable[[Schedule], Schedule]:
     return SCHEDULES.register(name)
 
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__)
 
 __all__ = ["SCHEDULES", "Schedule", "register_schedule"]
