@@ -65,3 +65,31 @@ def test_predict_cli_writes_one_line_per_input_with_every_tasks_prediction(joint
     assert len(records[0]["prediction"]["demo-ner"]) == 4 and set(records[0]["entities"]) == {"demo-ner"}
     refused = CliRunner().invoke(main, ["predict", str(joint_run), "--input", str(inputs)])
     assert refused.exit_code != 0 and "--task NAME, or --tasks" in refused.output
+
+
+def test_tasks_with_lora_adapters_share_one_pass_through_mixed_adapter_batches(
+        tmp_path: Path, tiny_encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each task's rows run through its own adapter within one encoder call (PEFT's mixed batches), giving what a
+    pass per task gives."""
+    out = tmp_path / "lora"
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-ner,demo-hoc", "--task-defs",
+                                       str(SAMPLE_DIR / "task_defs"), "--data-dir", str(SAMPLE_DIR), "--encoder",
+                                       tiny_encoder, "--adapter", "lora", "--lr", "1e-2", "--max-steps", "4",
+                                       "--batch-size", "8", "--no-baselines", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    run = mtbio.load(out)
+    assert set(run.model.adapters) == {"demo-ner", "demo-hoc"}
+    separate = {task: run.predict(task, TEXTS, scores=True) for task in ("demo-ner", "demo-hoc")}
+    calls = []
+    forward = run.model.encoder.forward
+    monkeypatch.setattr(run.model.encoder, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    together = run.predict(["demo-ner", "demo-hoc"], TEXTS, scores=True)
+    assert len(calls) == 1
+    for i, record in enumerate(together):
+        (tags, tag_scores), (expected_tags, expected_tag_scores) = record["demo-ner"], separate["demo-ner"][i]
+        assert tags == expected_tags and torch.allclose(torch.tensor(tag_scores), torch.tensor(expected_tag_scores),
+                                                        atol=1e-6)
+        (labels, label_scores), (expected_labels, expected_label_scores) = record["demo-hoc"], separate["demo-hoc"][i]
+        assert labels == expected_labels and label_scores == pytest.approx(expected_label_scores, abs=1e-6)
+    base = run.model.encoder  # the adapters differ, so a shared pass without them would not match
+    assert any(not torch.equal(p.detach(), torch.zeros_like(p)) for n, p in base.named_parameters() if "lora_B" in n)

@@ -56,10 +56,10 @@ class LoadedRun:
         return featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
 
     def _predict_tasks(self, tasks: list[str], texts: Sequence[str | Sequence[str]], scores: bool) -> list[Any]:
-        """Every task's prediction per input: tasks grouped by identical encoder inputs (and no adapter or second
-        text of their own), one encoder pass per group."""
+        """Every task's prediction per input: tasks grouped by identical encoder inputs (and no second text of their
+        own), one encoder pass per group (tasks with LoRA adapters: PEFT's mixed-adapter batches)."""
         datas = {task: self._featurize(task, texts) for task in tasks}
-        shareable = {t: t not in self.model.adapters and not self.model.heads[t].extra_texts for t in tasks}
+        shareable = {t: not self.model.heads[t].extra_texts for t in tasks}
         groups: list[list[str]] = []
         for task in tasks:
             group = next((g for g in groups if shareable[task] and shareable[g[0]]

@@ -8,12 +8,13 @@ ENCODER_DIR), ADAPTER_DIR)` loads without mtbio.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from safetensors.torch import load_file
@@ -87,6 +88,26 @@ def use_adapter(encoder: nn.Module, task: str, adapters: tuple[str, ...]) -> Non
         raise MtbioError(f"task '{task}' has no adapter (adapters: {', '.join(adapters)})")
     set_adapter(encoder, task)
     set_requires_grad(encoder, list(adapters), requires_grad=True)
+
+
+NO_ADAPTER = "__base__"  # PEFT's name for a row of a mixed batch that runs through the base weights only
+
+
+@contextlib.contextmanager
+def mixed_adapters(encoder: nn.Module, names: list[str]) -> Iterator[None]:
+    """Within the block, row i of a forward pass runs through adapter `names[i]` (NO_ADAPTER: none): PEFT's
+    mixed-adapter batches (its `adapter_names`), for an encoder the adapters were injected into. Inference only."""
+    from peft.tuners.lora import LoraLayer
+
+    def inject(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "adapter_names": names}
+
+    hooks = [m.register_forward_pre_hook(inject, with_kwargs=True) for m in encoder.modules() if isinstance(m, LoraLayer)]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def adapter_tensors(encoder: nn.Module, task: str) -> dict[str, torch.Tensor]:

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from mtbio.errors import MtbioError
-from mtbio.model.adapters import use_adapter
+from mtbio.model.adapters import NO_ADAPTER, mixed_adapters, use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
 from mtbio.model.weighting import LossWeighting
@@ -63,13 +63,29 @@ class MultiTaskModel(nn.Module):
 
     def forward_heads(self, batches: dict[str, dict[str, Any]]) -> dict[str, torch.Tensor]:
         """Each task's logits from ONE encoder pass: `batches` maps task → its batch, every one with the same encoder
-        inputs (the first is encoded). For tasks without a LoRA adapter of their own and without second texts."""
+        inputs (the first is encoded). Tasks with a LoRA adapter of their own each get a copy of the rows that runs
+        through their adapter, in the same pass (PEFT's mixed-adapter batches). Not for heads that read second texts."""
         tasks = list(batches)
-        if any(t in self.adapters or self.heads[t].extra_texts for t in tasks):
-            raise MtbioError(f"tasks {', '.join(tasks)}: an adapter or second text needs a pass of its own")
-        encoded = self._encode(batches[tasks[0]])
+        if any(self.heads[t].extra_texts for t in tasks):
+            raise MtbioError(f"tasks {', '.join(tasks)}: a second text encoded on its own needs a pass of its own")
+        variants = list(dict.fromkeys(t if t in self.adapters else NO_ADAPTER for t in tasks))
+        first = batches[tasks[0]]
+        if variants == [NO_ADAPTER]:
+            encoded = self._encode(first)
+            hidden, pooled = encoded.last_hidden_state, getattr(encoded, "pooler_output", None)
+            return {t: self.heads[t](hidden, pooled, batches[t]) for t in tasks}
+        rows = len(first["input_ids"])
+        stacked = {k: first[k].repeat(len(variants), *[1] * (first[k].ndim - 1)) for k in self._encoder_inputs if k in first}
+        with mixed_adapters(self.encoder, [v for v in variants for _ in range(rows)]):
+            encoded = self._encode(stacked)
         pooled = getattr(encoded, "pooler_output", None)
-        return {t: self.heads[t](encoded.last_hidden_state, pooled, batches[t]) for t in tasks}
+        logits = {}
+        for t in tasks:
+            start = variants.index(t if t in self.adapters else NO_ADAPTER) * rows
+            part = slice(start, start + rows)
+            logits[t] = self.heads[t](encoded.last_hidden_state[part], pooled[part] if pooled is not None else None,
+                                      batches[t])
+        return logits
 
     def _encode(self, batch: dict[str, Any], suffix: str = "") -> Any:
         """The encoder's output for the batch's text columns ending in `suffix`."""
