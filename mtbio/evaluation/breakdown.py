@@ -6,9 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from seqeval.metrics.sequence_labeling import get_entities
-from seqeval.scheme import IOBES, Entities
-
 from mtbio.data.example import Label
 from mtbio.errors import MtbioError
 from mtbio.tasks.schema import TaskDef
@@ -51,6 +48,9 @@ def format_type_table(task: str, table: TypeCounts) -> str:
 
 def entities(task: TaskDef, sequences: Sequence[Label]) -> set[tuple[int, str, int, int]]:
     """(sentence, type, start, end) of every entity."""
+    from seqeval.metrics.sequence_labeling import get_entities  # imports sklearn and scipy.stats: ~1 s
+    from seqeval.scheme import IOBES, Entities
+
     if task.tagging_scheme == "IOBES":
         found = Entities([list(s) for s in sequences], IOBES).entities  # type: ignore[arg-type]
         return {(e.sent_id, e.tag, e.start, e.end) for sentence in found for e in sentence}
