@@ -228,6 +228,31 @@ def test_a_cosine_classifier_with_lp_ft_starts_at_the_zero_shot_cosine_baseline(
     assert predicted[0] in ("entailment", "contradiction", "neutral")
 
 
+def test_an_lp_ft_start_is_evaluated_and_kept_when_training_only_makes_it_worse(tmp_path: Path,
+                                                                               tiny_encoder: str) -> None:
+    """The fitted start (here the zero-shot cosine's logistic regression) is a dev-selection candidate at step 0: a
+    run whose learning rate wrecks it keeps the start, not its last weights; without LP-FT step 0 is not evaluated."""
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    source = (SAMPLE_DIR / "task_defs" / "demo-nli.yml").read_text()
+    (defs / "demo-nli-bi.yml").write_text(source.replace("name: demo-nli", "name: demo-nli-bi")
+                                          .replace("type: classification", "type: cosine_classification"))
+    common = ["finetune", "--task", "demo-nli-bi", "--task-defs", str(defs), "--data-dir", str(SAMPLE_DIR),
+              "--encoder", tiny_encoder, "--lr", "30", "--warmup", "0", "--max-steps", "4", "--eval-every", "2",
+              "--max-length", "48", "--no-baselines"]
+    for flag in ("--lp-ft", "--no-lp-ft"):
+        result = CliRunner().invoke(main, [*common, flag, "--output", str(tmp_path / flag)])
+        assert result.exit_code == 0, result.output
+    run = tmp_path / "--lp-ft" / "demo-nli-bi"
+    evaluations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluations = {r["step"]: r["selection"] for r in evaluations if r["split"] == "dev"}
+    results = json.loads((run / "results.json").read_text())
+    assert sorted(evaluations) == [0, 2, 4] and max(evaluations[2], evaluations[4]) < evaluations[0]
+    assert results["best_step"] == 0 and results["dev"]["demo-nli-bi"]["accuracy"] == evaluations[0]
+    plain = (tmp_path / "--no-lp-ft" / "demo-nli-bi" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in plain if '"dev"' in line] == [2, 4]
+
+
 def test_baselines_do_not_change_what_a_run_trains(tmp_path: Path, tiny_encoder: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Scoring the no-training baselines (an encoder loaded, probes fitted) draws nothing from the random

@@ -54,7 +54,7 @@ from mtbio.run_dir import BEST_DIR, RunDir
 from mtbio.training.lp_start import fit_heads
 from mtbio.training.per_task import PerTaskBest
 from mtbio.training.stabilize import apply_layer_options
-from mtbio.training.events import Listener
+from mtbio.training.events import EvaluateStart, Listener
 from mtbio.training.flops import machine_key, useful_flops
 from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
 
@@ -391,9 +391,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if config.baselines and accelerator.is_main_process else {}
     per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
         if config.select_by == "per-task" and len(tasks) > 1 else None
+    own = [*([EvaluateStart()] if any(lp_start.values()) else []), *([per_task] if per_task is not None else [])]
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
-                      on_best=lambda m: save_model(m, tokenizer, run_dir),
-                      listeners=[*listeners, per_task] if per_task is not None else listeners)
+                      on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
         with writing(run_dir, hint="choose a writable --output with free space"):
             make_dir(run_dir)

@@ -85,7 +85,8 @@ class RunConfig(BaseModel):
         "form whose linear probe on the frozen encoder scores higher in 5-fold cross-validation on the training "
         "examples (bi only when strictly higher). The resolved type is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
-                         "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start).")
+                         "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start; the start is "
+                         "evaluated on dev before the first step, a candidate for the kept weights).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
     thresholds: Literal["fixed", "fit"] = option(

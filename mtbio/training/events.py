@@ -29,6 +29,9 @@ class Listener:
     """Reacts to the run's events; override the ones it needs. `trainer` is the `mtbio.training.trainer.Trainer`
     (`trainer.state` the run's state)."""
 
+    def on_train_start(self, trainer: Any, flow: Flow) -> None:
+        """Before the first optimizer step of a run (not when it resumes)."""
+
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
         """After each optimizer step (`trainer.state.global_step` is the step just taken)."""
 
@@ -82,6 +85,14 @@ class Schedule(Listener):
 
     def on_save(self, trainer: Any, flow: Flow) -> None:
         self.last_saved = trainer.state.global_step
+
+
+class EvaluateStart(Listener):
+    """Evaluate the starting weights, so that dev-based selection can keep them: a run whose heads start fitted
+    (LP-FT) keeps its start when no later evaluation is better on dev, instead of ending below it."""
+
+    def on_train_start(self, trainer: Any, flow: Flow) -> None:
+        flow.evaluate = True
 
 
 class EarlyStopping(Listener):

@@ -268,6 +268,10 @@ class Trainer:
         bar = tqdm(total=self.total_steps, initial=self.state.global_step, desc="train", unit="step",
                    disable=not self.accelerator.is_main_process or not bars_enabled(), dynamic_ncols=True)
         try:
+            if self.state.global_step == 0:
+                for listener in self.listeners:
+                    listener.on_train_start(self, self.flow)
+                self._follow_flow(mid_epoch=False)
             while self.state.global_step < self.total_steps and not self.state.stopped_early:
                 self.sampler.set_epoch(self.state.epoch)
                 if self.state.mixer:  # resuming mid-epoch
