@@ -249,6 +249,7 @@ def test_an_lp_ft_start_is_evaluated_and_kept_when_training_only_makes_it_worse(
     results = json.loads((run / "results.json").read_text())
     assert sorted(evaluations) == [0, 2, 4] and max(evaluations[2], evaluations[4]) < evaluations[0]
     assert results["best_step"] == 0 and results["dev"]["demo-nli-bi"]["accuracy"] == evaluations[0]
+    assert results["start_scores"]["demo-nli-bi"]["accuracy"] == evaluations[0]
     plain = (tmp_path / "--no-lp-ft" / "demo-nli-bi" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in plain if '"dev"' in line] == [2, 4]
 

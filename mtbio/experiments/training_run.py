@@ -391,7 +391,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if config.baselines and accelerator.is_main_process else {}
     per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
         if config.select_by == "per-task" and len(tasks) > 1 else None
-    own = [*([EvaluateStart()] if any(lp_start.values()) else []), *([per_task] if per_task is not None else [])]
+    start = EvaluateStart() if any(lp_start.values()) else None
+    own = [listener for listener in (start, per_task) if listener is not None]
     trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
@@ -449,6 +450,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
                           for name, found in per_task.best.items()} if per_task is not None else {},
         "lp_start": sorted(name for name, done in lp_start.items() if done),  # heads fitted before step 1 (--lp-ft)
+        "start_scores": start.scores if start is not None else {},  # their dev scores before step 1
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
         "below_baselines": below,  # task → the baseline its dev score is below
         "skipped_batches": state.skipped,

@@ -89,10 +89,18 @@ class Schedule(Listener):
 
 class EvaluateStart(Listener):
     """Evaluate the starting weights, so that dev-based selection can keep them: a run whose heads start fitted
-    (LP-FT) keeps its start when no later evaluation is better on dev, instead of ending below it."""
+    (LP-FT) keeps its start when no later evaluation is better on dev, instead of ending below it. `scores`: the
+    start's dev scores."""
+
+    def __init__(self) -> None:
+        self.scores: dict[str, dict[str, float]] = {}
 
     def on_train_start(self, trainer: Any, flow: Flow) -> None:
         flow.evaluate = True
+
+    def on_evaluate(self, trainer: Any, scores: dict[str, dict[str, float]], improved: bool, flow: Flow) -> None:
+        if trainer.state.global_step == 0:
+            self.scores = scores
 
 
 class EarlyStopping(Listener):
