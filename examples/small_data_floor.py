@@ -39,8 +39,20 @@ def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, 
         arm, task, size = seed_dir.parent.parent.parent.name, seed_dir.parent.parent.name, seed_dir.parent.name[2:]
         result = json.loads(path.read_text())
         result["metric"] = yaml.safe_load((seed_dir / "tasks" / f"{task}.yml").read_text())["metric"]  # as declared
+        _keep_start(result, task, seed_dir)
         cells.setdefault((arm, task, size), {})[int(seed_dir.name[len("seed-"):])] = result
     return cells
+
+
+def _keep_start(result: dict[str, Any], task: str, seed_dir: Path) -> None:
+    """The amended recipe's choice: the LP-FT start's dev scores where they are better than the kept weights' (a cell
+    run before the amendment has its start's scores in start.json; a later one selected among them already)."""
+    start = (result.get("start_scores") or {}).get(task)
+    if start is None and (seed_dir / "start.json").is_file():
+        start = json.loads((seed_dir / "start.json").read_text())["start_scores"].get(task)
+    metric, sign = result["metric"], metric_sign(result["metric"])
+    if start is not None and sign * start[metric] > sign * result["dev"][task][metric]:
+        result["dev"][task], result["best_step"] = start, 0
 
 
 def _score(result: dict[str, Any], task: str) -> float:

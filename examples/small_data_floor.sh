@@ -34,6 +34,32 @@ TODAY_ARGS=${TODAY_ARGS:---recipe minilm --min-steps 1 --no-lp-ft --thresholds f
 RECIPE_ARGS=${RECIPE_ARGS:---recipe minilm}
 
 read -r -a extra <<< "$TRAIN_ARGS"
+
+# START_CHECK=1: for each recipe cell kept before the LP-FT start became a dev-selection candidate (its results.json
+# has no start_scores), evaluate that start (the same run stopped after one step: the start is evaluated before it)
+# and keep its dev scores as the cell's start.json; examples/small_data_floor.py then keeps the start where it is
+# better on dev, as the amended recipe does (the extra evaluation draws no random numbers, so the rest of the run
+# is the same).
+if [ -n "${START_CHECK:-}" ]; then
+  read -r -a options <<< "$RECIPE_ARGS"
+  for kept in "$RESULTS"/recipe/*/n-*/seed-*/results.json; do
+    cell_dir=$(dirname "$kept")
+    cell=${cell_dir#"$RESULTS"/}
+    task=$(echo "$cell" | cut -d/ -f2) size=$(echo "$cell" | cut -d/ -f3) seed=${cell##*seed-}
+    [ -f "$cell_dir/start.json" ] && continue
+    grep -q '"start_scores"' "$kept" && continue
+    rm -rf "${OUT:?}/start-check/$cell"
+    "$MTBIO" finetune --task "$task" --encoder "$ENCODER" --data-dir "$DATA_DIR" --seed "$seed" \
+        --max-train-examples "${size#n-}" "${options[@]}" "${extra[@]}" --max-steps 1 --no-baselines \
+        --output "$OUT/start-check/$cell" < /dev/null
+    python -c "import json, sys; r = json.load(open(sys.argv[1])); json.dump({'start_scores': r['start_scores'], \
+'how': 'the recipe run stopped after one step (examples/small_data_floor.sh START_CHECK)'}, open(sys.argv[2], 'w'), indent=1)" \
+        "$OUT/start-check/$cell/$task/results.json" "$cell_dir/start.json"
+    rm -rf "${OUT:?}/start-check/$cell"
+  done
+  exit 0
+fi
+
 arm_args() {  # ARM: its options
   case $1 in today) echo "$TODAY_ARGS" ;; recipe) echo "$RECIPE_ARGS" ;; *) echo "unknown arm $1" >&2; return 2 ;; esac
 }

@@ -273,6 +273,12 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
     assert cells == [f"{arm}/demo-nli/n-24/seed-{s}" for arm in ("recipe", "today") for s in (1, 2)]
     kept = json.loads((tmp_path / "results" / "recipe" / "demo-nli" / "n-24" / "seed-1" / "results.json").read_text())
     assert kept["lp_start"] == ["demo-nli"] and "probe" in kept["baselines"]["demo-nli"]
+    # a cell kept before the start was evaluated: START_CHECK evaluates it again, to the same scores
+    old = tmp_path / "results" / "recipe" / "demo-nli" / "n-24" / "seed-1"
+    (old / "results.json").write_text(json.dumps({k: v for k, v in kept.items() if k != "start_scores"}))
+    checked = _run_script("small_data_floor.sh", tmp_path, train_args, START_CHECK="1", **settings)
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert json.loads((old / "start.json").read_text())["start_scores"] == kept["start_scores"] != {}
     today = yaml.safe_load((tmp_path / "results" / "today" / "demo-nli" / "n-24" / "seed-1" / "config.yaml").read_text())
     assert today["lp_ft"] is False and today["min_steps"] == 1 and today["pooling"] == "task"
     assert not list((tmp_path / "runs").rglob("*.safetensors"))  # weights are not kept
