@@ -618,7 +618,7 @@ def test_cpu_clipping_is_torchs_and_skips_the_pass_that_would_multiply_by_one(sc
         mine.grad = torch.randn(mine.shape) * scale
         theirs.grad = mine.grad.clone()
     versions = [p.grad._version for p in model.parameters()]
-    engine = SimpleNamespace(accelerator=Accelerator(cpu=True), model=model, config=SimpleNamespace(max_grad_norm=1.0))
+    engine = SimpleNamespace(accelerator=Accelerator(cpu=True), model=model, options=SimpleNamespace(max_grad_norm=1.0))
     norm = StepEngine._clip_gradients(engine)
     expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
     assert torch.equal(norm, expected) or (norm.isnan() and expected.isnan())

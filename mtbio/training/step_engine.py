@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from collections.abc import Collection
 from typing import Any
 
@@ -45,6 +46,22 @@ def loss_units(model: MultiTaskModel, data: dict[str, TaskData]) -> dict[str, np
             for name, d in data.items()}
 
 
+@dataclass(frozen=True)
+class StepOptions:
+    """The run options an optimizer step reads (the engine receives these, not the run's whole config)."""
+
+    max_grad_norm: float
+    grad_accum: int
+    sub_batches: int
+    skip_nonfinite: bool
+    pad_multiple: int | None
+
+    @classmethod
+    def of(cls, config: RunConfig) -> "StepOptions":
+        return cls(config.max_grad_norm, config.grad_accum, config.sub_batches, config.skip_nonfinite,
+                   config.pad_multiple)
+
+
 class StepEngine:
     """Optimizer steps of `model` (as prepared by `accelerator`) on the train splits of `data`.
 
@@ -52,20 +69,20 @@ class StepEngine:
     The optimizer and scheduler are stepped here; the scheduler once per optimizer step, skipped or not.
     """
 
-    def __init__(self, model: Any, optimizer: Any, scheduler: Any, data: dict[str, TaskData], config: RunConfig,
+    def __init__(self, model: Any, optimizer: Any, scheduler: Any, data: dict[str, TaskData], options: StepOptions,
                  accelerator: Accelerator, pad_id: int, packed: Collection[str], position_offset: int):
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.data = data
-        self.config = config
+        self.options = options
         self.accelerator = accelerator
         self.pad_id = pad_id
-        self.pad_multiple = config.pad_multiple or pad_multiple_for(accelerator.device,
+        self.pad_multiple = options.pad_multiple or pad_multiple_for(accelerator.device,
                                                                   accelerator.mixed_precision)
         self.packed = set(packed)
         self.position_offset = position_offset
-        self.loss_units = loss_units(accelerator.unwrap_model(model), data) if config.sub_batches > 1 else {}
+        self.loss_units = loss_units(accelerator.unwrap_model(model), data) if options.sub_batches > 1 else {}
         self.losses = LossQueue()
         self.last_loss: float | None = None  # mean loss of the steps up to the last host read
         self.curves = TrainingCurves()  # losses and gradient norms since the last metrics.jsonl record
@@ -97,14 +114,14 @@ class StepEngine:
         acc = self.accelerator
         if acc.device.type != "cpu" or acc.distributed_type not in (DistributedType.NO, DistributedType.MULTI_CPU) \
                 or acc.scaler is not None:
-            return acc.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            return acc.clip_grad_norm_(self.model.parameters(), self.options.max_grad_norm)
         parameters = [p for p in self.model.parameters() if p.grad is not None]
         if not parameters:
             return None
         norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
         # torch's coefficient, to the bit: NaN or infinite norms still go through (and poison the step as in torch)
-        if float(torch.clamp(self.config.max_grad_norm / (norm + 1e-6), max=1.0)) != 1.0:
-            torch.nn.utils.clip_grads_with_norm_(parameters, self.config.max_grad_norm, norm)
+        if float(torch.clamp(self.options.max_grad_norm / (norm + 1e-6), max=1.0)) != 1.0:
+            torch.nn.utils.clip_grads_with_norm_(parameters, self.options.max_grad_norm, norm)
         return norm
 
     def _train_step(self, task: str, indices: list[int], sync: bool, state: TrainerState) -> bool:
@@ -118,7 +135,7 @@ class StepEngine:
         step = state.global_step + 1
         log_micro_batch(acc, step, task, [part.examples[i].uid for i in local])
         # the same number of parts on every process: each runs the same collectives and backwards
-        parts = min(self.config.sub_batches, max(1, len(indices) // acc.num_processes))
+        parts = min(self.options.sub_batches, max(1, len(indices) // acc.num_processes))
         chunks = split_by_length(local, part.lengths, parts) if parts > 1 else [local]
         total: torch.Tensor | None = None
         for j, chunk in enumerate(chunks):
@@ -130,12 +147,12 @@ class StepEngine:
                 loss = out.loss if len(chunks) == 1 else out.loss * self._share_of_batch(task, chunk, local)
                 # --skip-nonfinite must decide before the update (a host read per batch), on all
                 # processes together: one rank's NaN skips the batch on every rank
-                if self.config.skip_nonfinite and not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
+                if self.options.skip_nonfinite and not all_processes(acc, bool(torch.isfinite(loss.detach()).item())):
                     self._skip_batch(state, step, task, indices)
                     acc.backward(loss * 0.0)  # completes DDP's gradient sync for this forward; discarded below
                     self.optimizer.zero_grad(set_to_none=True)
                     return False
-                acc.backward(loss / self.config.grad_accum)
+                acc.backward(loss / self.options.grad_accum)
             total = loss.detach() if total is None else total + loss.detach()
             state.tokens_seen += sum(part.lengths[i] for i in chunk) * acc.num_processes
             state.token_squares_seen += sum(part.lengths[i] ** 2 for i in chunk) * acc.num_processes

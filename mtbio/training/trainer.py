@@ -51,7 +51,7 @@ from mtbio.training.l2sp import AnchorToStart
 from mtbio.training.loss_queue import read_interval
 from mtbio.training.optim import build_optimizer, build_scheduler, parameter_groups, weighting_group
 from mtbio.training.state import TrainerState
-from mtbio.training.step_engine import MicroBatch, StepEngine
+from mtbio.training.step_engine import MicroBatch, StepEngine, StepOptions
 
 log = logging.getLogger(__name__)
 FIT_EXAMPLES = 2000  # training examples a fitted decision rule (--thresholds fit) is fitted on
@@ -229,8 +229,8 @@ class Trainer:
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
-        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, config, accelerator, self.pad_id,
-                                 packed, offset)
+        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, StepOptions.of(config), accelerator,
+                                 self.pad_id, packed, offset)
 
     # ------------------------------------------------------------------ public API
     @property
