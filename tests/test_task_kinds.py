@@ -152,3 +152,10 @@ def test_the_shipped_entity_tasks_match_their_classification_twins_and_the_docs(
         assert ours.kind is TASK_KINDS.get("entity_relation") and theirs.kind is task_kind("classification")
         same = ("files", "labels", "negative_label", "metric", "max_length", "format")
         assert all(getattr(ours, f) == getattr(theirs, f) for f in same)
+
+
+def test_the_task_definition_reference_names_every_registered_kind() -> None:
+    """docs/task_definitions.md's `type` row lists the kinds the registry holds (a new kind's module is not enough)."""
+    row = next(line for line in (PACKAGE.parent / "docs" / "task_definitions.md").read_text().splitlines()
+               if line.startswith("| `type` |"))
+    assert [name for name in kind_names() if f"`{name}`" not in row] == []
