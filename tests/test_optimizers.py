@@ -48,3 +48,23 @@ def test_an_unknown_optimizer_is_refused_naming_the_registered_ones() -> None:
 
     with pytest.raises(ValueError, match="unknown optimizer 'lion' \\(registered: adafactor, adamax, adamw"):
         RunConfig(optimizer="lion")
+
+
+def test_an_optimizer_takes_its_own_options_from_a_config_mapping(tmp_path: Path, tiny_encoder: str) -> None:
+    """`optimizer: {name: adamw, betas: [...], eps: ...}` reaches torch's AdamW, is written to config.yaml, and an
+    option the optimizer does not take is refused naming it."""
+    from mtbio.training.config import RunConfig
+    from mtbio.training.optim import build_optimizer
+
+    config = RunConfig(optimizer={"name": "adamw", "betas": [0.9, 0.98], "eps": 1e-6})
+    name, options = config.optimizer_spec()
+    optimizer = build_optimizer([{"params": [torch.nn.Parameter(torch.zeros(2))], "weight_decay": 0.0}], name, 1e-3,
+                                options=options)
+    assert optimizer.defaults["betas"] == (0.9, 0.98) and optimizer.defaults["eps"] == 1e-6
+    with pytest.raises(ValueError, match="optimizer 'adamax': betas: not an option of this optimizer"):
+        RunConfig(optimizer={"name": "adamax", "betas": [0.9, 0.98]})
+    own = tmp_path / "options.yml"
+    own.write_text("optimizer: {name: adamw, betas: [0.9, 0.98], eps: 1.0e-6}\n")
+    _finetune(tmp_path / "o", tiny_encoder, "--config", str(own))
+    saved = (tmp_path / "o" / "demo-nli" / "config.yaml").read_text()
+    assert "betas:\n  - 0.9\n  - 0.98" in saved and "eps: 1.0e-06" in saved

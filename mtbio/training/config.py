@@ -105,8 +105,10 @@ class RunConfig(BaseModel):
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
     schedule: str = option("linear", "Learning-rate schedule after the warm-up, a name registered in "
                            "mtbio.training.schedules (built in: linear decay to 0, cosine, constant).")
-    optimizer: str = option("adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, "
-                            "adamax, MT-DNN's choice, adafactor).")
+    optimizer: str | dict[str, Any] = option(
+        "adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, adamax, MT-DNN's choice, "
+        "adafactor); in a --config file or recipe also a mapping with its options, {name: adamw, betas: [0.9, 0.98], "
+        "eps: 1.0e-6}.")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
         "wins over Accelerate's setting (with a warning where they differ).",
@@ -327,10 +329,22 @@ class RunConfig(BaseModel):
 
     @field_validator("optimizer")
     @classmethod
-    def _registered_optimizer(cls, name: str) -> str:
-        from mtbio.training.optimizers import OPTIMIZERS
+    def _registered_optimizer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        """A known optimizer with options its model takes; a mapping is written out whole."""
+        values = dict(spec) if isinstance(spec, dict) else {"name": spec}
+        name = values.pop("name", None)
+        if not isinstance(name, str):
+            raise ValueError("an optimizer mapping needs its name (name: ...)")
+        from mtbio.training.optimizers import OPTIMIZERS, optimizer_options
 
-        return _registered(OPTIMIZERS, "optimizer", name)
+        _registered(OPTIMIZERS, "optimizer", name)
+        options = optimizer_options(name, values).model_dump(mode="json")
+        return {"name": name, **options} if isinstance(spec, dict) else spec
+
+    def optimizer_spec(self) -> tuple[str, dict[str, Any]]:
+        """The optimizer's name and options."""
+        values = dict(self.optimizer) if isinstance(self.optimizer, dict) else {"name": self.optimizer}
+        return values.pop("name"), values
 
     @field_validator("schedule")
     @classmethod

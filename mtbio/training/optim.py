@@ -2,7 +2,7 @@
 weight decay 0.01 except biases and LayerNorm weights)."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from functools import partial
 
@@ -51,18 +51,20 @@ def weighting_group(groups: list[dict], weighting: nn.Module, lr: float | None) 
     return [g for g in rest if g["params"]] + [{"params": own, "weight_decay": 0.0, **({"lr": lr} if lr else {})}]
 
 
-def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True) -> torch.optim.Optimizer:
-    """The optimizer registered as `name` (`mtbio.training.optimizers`); AdamW without bias correction, as the
-    original BERT, when asked."""
-    from mtbio.training.optimizers import OPTIMIZERS
+def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True,
+                    options: Mapping[str, Any] | None = None) -> torch.optim.Optimizer:
+    """The optimizer registered as `name` (`mtbio.training.optimizers`) with its `options`; AdamW without bias
+    correction, as the original BERT, when asked."""
+    from mtbio.training.optimizers import OPTIMIZERS, optimizer_options
 
+    values = optimizer_options(name, options or {}).model_dump()
     if not bias_correction:
         if name != "adamw":
             raise MtbioError(f"--no-bias-correction applies to --optimizer adamw, not {name}")
         from mtbio.training.stabilize import AdamWNoBiasCorrection
 
-        return AdamWNoBiasCorrection(list(groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
-    return OPTIMIZERS.get(name)(list(groups), lr)
+        return AdamWNoBiasCorrection(list(groups), lr=lr, **values)
+    return OPTIMIZERS.get(name)(list(groups), lr, **values)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float,

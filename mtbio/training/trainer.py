@@ -224,7 +224,8 @@ class Trainer:
         self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
         groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
-        optimizer = build_optimizer(groups, config.optimizer, lr, bias_correction=not config.no_bias_correction)
+        name, options = config.optimizer_spec()
+        optimizer = build_optimizer(groups, name, lr, bias_correction=not config.no_bias_correction, options=options)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup, config.schedule)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).

@@ -4,26 +4,47 @@ imported, so a new optimizer is one file that registers itself):
 - `adamw` (default; fused where the device has the kernel), `adamax` (MT-DNN's and MT-BERT's choice),
 - `adafactor` (transformers' Adafactor at the run's learning rate and schedule: factored second moments, less state).
 
-A factory takes the parameter groups (each with its `weight_decay`, `mtbio.training.optim.parameter_groups`) and the
-peak learning rate, and returns a `torch.optim.Optimizer`; the schedule (`build_scheduler`) drives its `lr`.
+A factory takes the parameter groups (each with its `weight_decay`, `mtbio.training.optim.parameter_groups`), the
+peak learning rate and its own options (the fields of the options model it registers with), and returns a
+`torch.optim.Optimizer`; the schedule (`build_scheduler`) drives its `lr`. A run sets the options with a mapping,
+`optimizer: {name: adamw, betas: [0.9, 0.98], eps: 1.0e-6}` in a `--config` file or a recipe.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import torch
+from pydantic import BaseModel, ConfigDict
 
-from mtbio.registry import Registry, import_modules
+from mtbio.registry import Registry, import_modules, validate_options
 
-OptimizerFactory = Callable[[list[dict], float], torch.optim.Optimizer]
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerFactory] = Registry("optimizer")
 
 
-def register_optimizer(name: str) -> Callable[[OptimizerFactory], OptimizerFactory]:
-    """Register `factory(groups, lr) -> Optimizer` as `--optimizer NAME`."""
-    return OPTIMIZERS.register(name)
+class OptimizerOptions(BaseModel):
+    """An optimizer's options (none by default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def register_optimizer(name: str, *, options: type[OptimizerOptions] = OptimizerOptions
+                       ) -> Callable[[OptimizerFactory], OptimizerFactory]:
+    """Register `factory(groups, lr, **options) -> Optimizer` as `--optimizer NAME`, with its options model."""
+
+    def decorator(factory: OptimizerFactory) -> OptimizerFactory:
+        factory.options_model = options  # type: ignore[attr-defined]
+        return OPTIMIZERS.register(name)(factory)
+
+    return decorator
+
+
+def optimizer_options(name: str, values: Mapping[str, Any]) -> OptimizerOptions:
+    """Optimizer `name`'s options model filled from `values`; ValueError naming what does not fit."""
+    model = getattr(OPTIMIZERS.get(name), "options_model", OptimizerOptions)
+    return validate_options(model, values, f"optimizer '{name}'")
 
 
 import_modules(__name__, __path__)
 
-__all__ = ["OPTIMIZERS", "OptimizerFactory", "register_optimizer"]
+__all__ = ["OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options", "register_optimizer"]

@@ -1,14 +1,22 @@
-"""AdamW (β 0.9, 0.999, ε 1e-8): one fused kernel for all parameters where the device and dtype have it."""
+"""AdamW (β 0.9, 0.999, ε 1e-8 unless its options say otherwise): one fused kernel for all parameters where the
+device and dtype have it."""
 from __future__ import annotations
 
 import torch
+from pydantic import Field
 
-from mtbio.training.optimizers import register_optimizer
+from mtbio.training.optimizers import OptimizerOptions, register_optimizer
 
 
-@register_optimizer("adamw")
-def adamw(groups: list[dict], lr: float) -> torch.optim.Optimizer:
+class AdamWOptions(OptimizerOptions):
+    betas: tuple[float, float] = Field((0.9, 0.999), description="the moments' decay rates")
+    eps: float = Field(1e-8, gt=0, description="added to the second moment's square root")
+
+
+@register_optimizer("adamw", options=AdamWOptions)
+def adamw(groups: list[dict], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+          ) -> torch.optim.Optimizer:
     try:  # the same update as the loop version
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
     except (RuntimeError, ValueError):  # parameters on a device or dtype without a fused kernel
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
