@@ -27,6 +27,7 @@ NER_IOB2 = make_task("tagging", ["Chem", "Dis"], metric="entity_f1", tagging_sch
 NER_IO = make_task("tagging", ["Chem", "Dis"], metric="entity_f1", tagging_scheme="IO")
 NER_IOBES = make_task("tagging", ["Chem", "Dis"], metric="entity_f1", tagging_scheme="IOBES")
 PICO = make_task("tagging", ["PAR", "INT", "OUT"], metric="token_macro_f1", tagging_scheme="IO")
+SPAN = make_task("span_extraction", metric="span_f1", columns={"text": 0, "text_b": 1, "label": 2})  # registers its metrics
 
 # ChemProt-like: "false" is the negative class
 REL_GOLD = ["CPR:3", "CPR:3", "CPR:4", "false", "false", "false"]
@@ -177,6 +178,8 @@ PERFECT: dict[str, tuple[TaskDef, list[Any], list[str] | None]] = {
     "hoc_f1": (ML, [["A"], ["B"], []], ["d1", "d1", "d2"]),
     "entity_f1": (NER_IOB2, [["B-Chem", "I-Chem", "O", "B-Dis"]], None),
     "token_macro_f1": (PICO, [["I-PAR", "O", "I-INT", "I-OUT"]], None),
+    "span_f1": (SPAN, [[0, 7], [3, 9]], None),
+    "span_exact": (SPAN, [[0, 7], [3, 9]], None),
 }
 
 

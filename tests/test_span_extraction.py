@@ -50,9 +50,10 @@ def test_decoding_takes_the_best_span_inside_the_context_and_not_longer_than_the
 
 
 def test_span_metrics_by_hand() -> None:
+    task = load_task_def(FIXTURE / "clinical-qa.yml")
     gold, pred = [[0, 10], [5, 9], [0, 4]], [[5, 15], [5, 9], [6, 8]]
-    assert span_f1(gold, pred, None) == pytest.approx((0.5 + 1.0 + 0.0) / 3)  # 5 of 10 characters each way; exact; none
-    assert span_exact(gold, pred, None) == pytest.approx(1 / 3)
+    assert span_f1(gold, pred, task) == pytest.approx((0.5 + 1.0 + 0.0) / 3)  # 5 of 10 characters each way; exact; none
+    assert span_exact(gold, pred, task) == pytest.approx(1 / 3)
 
 
 def test_the_kind_trains_scores_and_predicts_answer_text_in_a_new_process(tmp_path: Path, tiny_encoder: str) -> None:

@@ -91,7 +91,8 @@ def selection_score(task: TaskDef, scores: Mapping[str, float]) -> float:
 # Input checks
 
 
-def _check(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str) -> None:
+def check_scored(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str) -> None:
+    """What every metric checks first: it scores the task's labels, as many predictions as gold labels, not none."""
     problem = _inapplicable(metric, task)
     if problem:
         raise MtbioError(f"{problem}; task '{task.name}'")
@@ -148,7 +149,7 @@ def _macro_f1(counts: dict[str, list[int]]) -> float:
 
 def _regression_arrays(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                        metric: str) -> tuple[np.ndarray, np.ndarray]:
-    _check(gold, pred, task, metric)
+    check_scored(gold, pred, task, metric)
     return np.asarray(gold, dtype=float), np.asarray(pred, dtype=float)
 
 
@@ -192,14 +193,14 @@ def accuracy(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups
     Multilabel examples count as correct when the label sets are equal (subset accuracy);
     tagging examples when the whole tag sequence is equal.
     """
-    _check(gold, pred, task, "accuracy")
+    check_scored(gold, pred, task, "accuracy")
     key = task.kind.labels.key
     return float(np.mean([key(g) == key(p) for g, p in zip(gold, pred)]))
 
 
 def _classification_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, metric: str,
                        average: str) -> float:
-    _check(gold, pred, task, metric)
+    check_scored(gold, pred, task, metric)
     _check_known(gold, task, "gold labels")
     _check_known(pred, task, "predictions")
     # counted here rather than by sklearn's f1_score (the same numbers: tests/test_metrics.py), whose import
@@ -252,7 +253,7 @@ def _set_micro_f1(gold: list[set[str]], pred: list[set[str]]) -> float:
 def multilabel_micro_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                         groups: Groups | None = None) -> float:
     """Micro F1 over all (example, label) decisions; `task.negative_label`, if listed, is ignored."""
-    _check(gold, pred, task, "multilabel_micro_f1")
+    check_scored(gold, pred, task, "multilabel_micro_f1")
     return _set_micro_f1(_label_sets(gold, task, "gold labels"), _label_sets(pred, task, "predictions"))
 
 
@@ -271,7 +272,7 @@ def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: 
     per-abstract precision and recall before taking F1, and needs every abstract to have a
     gold label.
     """
-    _check(gold, pred, task, "hoc_f1")
+    check_scored(gold, pred, task, "hoc_f1")
     if groups is None or len(groups) != len(gold) or any(g is None for g in groups):
         raise MtbioError(f"task '{task.name}': hoc_f1 needs the abstract id (group) of every sentence")
     gold_docs: dict[str, set[str]] = defaultdict(set)
@@ -289,7 +290,7 @@ def hoc_f1(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef, groups: 
 
 def _tag_sequences(gold: Sequence[Label], pred: Sequence[Label], task: TaskDef,
                    metric: str) -> tuple[list[list[str]], list[list[str]]]:
-    _check(gold, pred, task, metric)
+    check_scored(gold, pred, task, metric)
     for i, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):  # type: ignore[arg-type]
             raise MtbioError(f"task '{task.name}': example {i} has {len(g)} gold tags but {len(p)} predicted")  # type: ignore[arg-type]

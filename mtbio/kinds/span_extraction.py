@@ -21,7 +21,7 @@ from torch import nn
 from mtbio.data.example import Example
 from mtbio.data.featurize import IGNORE_INDEX, text_columns
 from mtbio.data.readers import is_pair_task
-from mtbio.evaluation.metrics import register_metric
+from mtbio.evaluation.metrics import check_scored, register_metric
 from mtbio.model.heads import HeadConfig, LinearHead
 from mtbio.tasks.kinds import TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
@@ -118,12 +118,14 @@ def _overlap_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
 @register_metric("span_f1", ("span",))
 def span_f1(gold: Sequence[Any], pred: Sequence[Any], task: TaskDef, groups: Any = None) -> float:
     """Mean over examples of the F1 of the characters the predicted and gold spans share."""
+    check_scored(gold, pred, task, "span_f1")
     return sum(_overlap_f1(g, p) for g, p in zip(gold, pred)) / len(gold)
 
 
 @register_metric("span_exact", ("span",))
 def span_exact(gold: Sequence[Any], pred: Sequence[Any], task: TaskDef, groups: Any = None) -> float:
     """Fraction of examples whose predicted span is the gold one."""
+    check_scored(gold, pred, task, "span_exact")
     return sum(list(g) == list(p) for g, p in zip(gold, pred)) / len(gold)
 
 
