@@ -36,14 +36,6 @@ class CharSpan(LabelShape):
 
     name, description = "span", "a span of the context"
 
-    def from_strings(self, values: Sequence[str]) -> Any:
-        if len(values) != 1:
-            raise ValueError(f"task needs exactly one answer, the row has {len(values)}")
-        return values[0]
-
-    def key(self, label: Any) -> tuple:
-        return tuple(label or ())
-
 
 SPAN = CharSpan()
 
@@ -87,16 +79,13 @@ class SpanHead(LinearHead):
 
     def _best(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[tuple[int, int, float]]:
         """Per row (first token, last token, probability) of the best span inside the context."""
-        starts = batch["offset_start"].to(logits.device)
-        outside = starts == OUTSIDE
+        outside = batch["offset_start"].to(logits.device) == OUTSIDE
         start = logits[..., 0].float().masked_fill(outside, float("-inf")).log_softmax(-1)
         end = logits[..., 1].float().masked_fill(outside, float("-inf")).log_softmax(-1)
-        width = start.shape[1]
-        pairs = start[:, :, None] + end[:, None, :]  # [row, first, last]
-        first, last = torch.meshgrid(torch.arange(width), torch.arange(width), indexing="ij")
-        allowed = ((last >= first) & (last - first < MAX_ANSWER_TOKENS)).to(logits.device)
-        best = pairs.masked_fill(~allowed, float("-inf")).flatten(1).max(-1)
-        return [(i // width, i % width, float(p.exp())) for i, p in zip(best.indices.tolist(), best.values)]
+        width = MAX_ANSWER_TOKENS  # [row, first, k]: the end at token first + k, one band instead of every pair
+        ends = nn.functional.pad(end, (0, width - 1), value=float("-inf")).unfold(1, width, 1)
+        best = (start[:, :, None] + ends).flatten(1).max(-1)
+        return [(i // width, i // width + i % width, float(p.exp())) for i, p in zip(best.indices.tolist(), best.values)]
 
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         starts, ends = batch["offset_start"].tolist(), batch["offset_end"].tolist()

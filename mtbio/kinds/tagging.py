@@ -81,7 +81,6 @@ def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return spans
 
 
-
 @register_kind
 class Tagging(TaskKind):
     name = "tagging"

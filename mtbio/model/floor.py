@@ -43,7 +43,9 @@ def _key(task: TaskDef, encoder_id: str, train: Sequence[Example], scored: Seque
 def no_training_baselines(task: TaskDef, encoder_source: str, load: Any, train: Sequence[Example],
                           scored: Sequence[Example], max_length: int) -> dict[str, float]:
     """{baseline: score under the task's metric} of the encoder at `encoder_source` (`load()` gives its
-    (encoder, tokenizer), called only on a cache miss)."""
+    (encoder, tokenizer), called only on a cache miss). A kind without a probe has none, and nothing is loaded."""
+    if task.kind.probe is None:
+        return {}
     key = _key(task, encoder_identity(encoder_source), train, scored, max_length)
     path = default_cache_dir() / "baselines" / f"{task.name}-{key}.json"
     try:

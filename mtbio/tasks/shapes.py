@@ -80,9 +80,6 @@ class Number(LabelShape):
 class Tags(LabelShape):
     name, description, per_word = "tags", "a tag per word", True
 
-    def key(self, label: Any) -> tuple:
-        return tuple(label or ())
-
 
 CLASS, CLASSES, NUMBER, TAGS = OneClass(), ClassSet(), Number(), Tags()
 
