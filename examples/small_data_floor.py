@@ -52,7 +52,7 @@ def _keep_start(result: dict[str, Any], task: str, seed_dir: Path) -> None:
         start = json.loads((seed_dir / "start.json").read_text())["start_scores"].get(task)
     metric, sign = result["metric"], metric_sign(result["metric"])
     if start is not None and sign * start[metric] > sign * result["dev"][task][metric]:
-        result["dev"][task], result["best_step"] = start, 0
+        result["dev"][task] = start
 
 
 def _score(result: dict[str, Any], task: str) -> float:
