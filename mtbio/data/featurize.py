@@ -8,7 +8,10 @@ columns suffixed `_b`), `word_columns` for kinds that tag words (`word_index`: p
 whose first sub-word this is, else -1; `n_words`; one label id per token, -100 everywhere except
 first sub-words).
 
-Long texts are truncated, never dropped (pairs: longest_first). `featurize_stats(dataset)` reports
+Long texts are truncated, never dropped (pairs: longest_first), unless the task reads them in windows
+(`sliding_window`): then a row holds its text's windows end to end, each window but the last padded to
+`max_length`, and a `window` column gives that length (`mtbio.model.windows` encodes each window on its own).
+`featurize_stats(dataset)` reports
 how many examples were truncated and how many tagging words lost every sub-word (decoding tags
 those "O"; they still count in the metric).
 """
@@ -37,7 +40,7 @@ from mtbio.data.collate import SECOND_TEXT
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.data.split_cache import code_fingerprint, default_cache_dir
-from mtbio.errors import DataFormatError
+from mtbio.errors import DataFormatError, MtbioError
 from mtbio.fileio import WriteError, writing
 from mtbio.logs import bars_enabled
 from mtbio.tasks.schema import TaskDef
@@ -135,12 +138,16 @@ def _features(task: TaskDef, tokenizer: Any) -> Features:
     spec["labels"] = kind.pop("labels")
     spec["length"] = Value("int32")
     spec["truncated"] = Value("bool")
+    if task.sliding_window is not None:
+        spec["window"] = Value("int32")
     spec.update(kind)
     return Features(spec)
 
 
 def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_length: int, words: bool,
-            offsets: bool = False) -> Any:
+            offsets: bool = False, stride: int | None = None) -> Any:
+    """The tokenizer's encoding; with a `stride`, every window of each text (`overflow_to_sample_mapping`)."""
+    windows = {} if stride is None else {"return_overflowing_tokens": True, "stride": stride}
     return tokenizer(
         first,
         second,
@@ -149,7 +156,34 @@ def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_leng
         is_split_into_words=words,
         return_attention_mask=True,
         return_offsets_mapping=offsets,
+        **windows,
     )
+
+
+def _window_columns(encoded: Any, count: int, task: TaskDef, tokenizer: Any,
+                    max_length: int) -> tuple[dict[str, list[Any]], list[list[int]]]:
+    """The shared columns of `count` texts encoded in windows (`_encode` with a stride): each row its text's windows
+    end to end, all but the last padded to `max_length`; and, per text, the encoding rows it kept."""
+    window = task.sliding_window
+    assert window is not None
+    rows: list[list[int]] = [[] for _ in range(count)]
+    for row, sample in enumerate(encoded["overflow_to_sample_mapping"]):
+        rows[sample].append(row)
+    pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0, "token_type_ids": 0}
+    names = [name for name in pads if name in encoded]
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for kept in rows:
+        for name in names:
+            joined: list[int] = []
+            for i, row in enumerate(kept[:window.max_windows]):
+                values = encoded[name][row]
+                last = i == min(len(kept), window.max_windows) - 1
+                joined.extend(values if last else values + [pads[name]] * (max_length - len(values)))
+            columns[name].append(joined)
+    columns["length"] = [len(ids) for ids in columns["input_ids"]]
+    columns["truncated"] = [len(kept) > window.max_windows for kept in rows]
+    columns["window"] = [max_length] * count
+    return columns, [kept[:window.max_windows] for kept in rows]
 
 
 def _base_columns(encoded: Any) -> dict[str, list[Any]]:
@@ -177,6 +211,13 @@ def text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
             raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' has words "
                                   f"(tokens), which a {task.type} task does not read")
     second = [ex.text_b for ex in chunk] if pair else None
+    if task.sliding_window is not None:
+        if pair or offsets:
+            raise MtbioError(f"task '{task.name}': sliding_window reads single texts without positions, and this "
+                             "task's " + ("reader gives pairs" if pair else "kind reads character offsets"))
+        encoded = _encode(tokenizer, [ex.text for ex in chunk], None, max_length, words=False,
+                          stride=task.sliding_window.stride)
+        return _window_columns(encoded, len(chunk), task, tokenizer, max_length)[0], encoded
     encoded = _encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False, offsets=offsets)
     return _base_columns(encoded), encoded
 
@@ -218,20 +259,30 @@ def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
         if ex.label is not None and (not isinstance(ex.label, list) or len(ex.label) != len(ex.tokens)):
             raise DataFormatError(ex.origin or ex.uid, None,
                                   f"task '{task.name}': example '{ex.uid}' needs one tag per token")
-    encoded = _encode(tokenizer, [ex.tokens for ex in chunk], None, max_length, words=True)
-    columns = _base_columns(encoded)
+    stride = task.sliding_window.stride if task.sliding_window is not None else None
+    encoded = _encode(tokenizer, [ex.tokens for ex in chunk], None, max_length, words=True, stride=stride)
+    if stride is None:
+        columns, rows = _base_columns(encoded), [[i] for i in range(len(chunk))]
+    else:
+        columns, rows = _window_columns(encoded, len(chunk), task, tokenizer, max_length)
     labels, word_index = [], []
     for i, ex in enumerate(chunk):
         tags = None if ex.label is None else [lookup(index, t, ex, task) for t in ex.label]  # type: ignore[union-attr]
-        row_index, row_labels, previous = [], [], None
-        for word in encoded.word_ids(i):
-            if word is None or word == previous:
-                row_index.append(-1)
-                row_labels.append(IGNORE_INDEX)
-            else:
-                row_index.append(word)
-                row_labels.append(IGNORE_INDEX if tags is None else tags[word])
-            previous = word
+        row_index, row_labels, seen = [], [], -1  # a word is tagged from the first window holding its first sub-word
+        for n, row in enumerate(rows[i]):
+            previous, ids = None, encoded.word_ids(row)
+            for word in ids:
+                if word is None or word == previous or word <= seen:
+                    row_index.append(-1)
+                    row_labels.append(IGNORE_INDEX)
+                else:
+                    row_index.append(word)
+                    row_labels.append(IGNORE_INDEX if tags is None else tags[word])
+                previous = word
+            if n < len(rows[i]) - 1:  # the window's padding
+                row_index.extend([-1] * (max_length - len(ids)))
+                row_labels.extend([IGNORE_INDEX] * (max_length - len(ids)))
+            seen = max([seen] + [w for w in ids if w is not None])
         word_index.append(row_index)
         labels.append(row_labels)
     columns["labels"] = labels

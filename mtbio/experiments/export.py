@@ -84,6 +84,9 @@ def _export_model(run: Any, task: str, auto: Any, merge_adapter: bool) -> Any:
     head, kind = run.model.heads[task], run.tasks[task].kind
     block = family_block(head.config.block) if head.config.block else None  # the class's own layers, trained
     pools = block is not None and block.pooling_field is not None  # the class pools as the config says
+    if head.config.sliding_window:
+        raise MtbioError(f"task '{task}' reads long texts in windows (sliding_window), which no {auto.__name__} "
+                         "does; serve it with mtbio predict or mtbio.load")
     if head.config.pooling == "mean" and not pools:
         raise MtbioError(f"task '{task}' reads the mean of its tokens (pooling: mean), which no {auto.__name__} "
                          "for these weights computes; serve it with mtbio predict or mtbio.load, or train it with "

@@ -13,6 +13,7 @@ from mtbio.model.adapters import NO_ADAPTER, mixed_adapters, use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
 from mtbio.model.weighting import LossWeighting
+from mtbio.model.windows import WINDOW, encode_windows
 from mtbio.model.weightings import build_weighting
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # position ids: packed rows only
@@ -90,6 +91,9 @@ class MultiTaskModel(nn.Module):
     def _encode(self, batch: dict[str, Any], suffix: str = "") -> Any:
         """The encoder's output for the batch's text columns ending in `suffix`."""
         inputs = {k: batch[k + suffix] for k in self._encoder_inputs if k + suffix in batch}
+        window = batch.get(WINDOW) if not suffix else None
+        if window is not None:  # rows of windows (a task's sliding_window)
+            return encode_windows(self.encoder, inputs, int(window[0]))
         mask = inputs.get("attention_mask")
         if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
             inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)

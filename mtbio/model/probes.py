@@ -27,24 +27,26 @@ from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import score_task
 from mtbio.logs import bars_enabled
 from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
-from mtbio.tasks.schema import TaskDef
+from mtbio.tasks.schema import SlidingWindow, TaskDef
 
 POOLINGS = ("mean", "cls")
 ABSENT_BIAS = -10.0  # below every fitted logit: a class the training set never shows stays unpredicted
 
 
 def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
-          pooling: str = "mean", max_length: int = 128, batch_size: int = 64) -> np.ndarray:
+          pooling: str = "mean", max_length: int = 128, batch_size: int = 64,
+          window: SlidingWindow | None = None) -> np.ndarray:
     """Pooled last-layer embeddings (float64), one row per text (or text pair)."""
-    return embed_pooled(encoder, tokenizer, texts, texts_b, (pooling,), max_length, batch_size)[pooling]
+    return embed_pooled(encoder, tokenizer, texts, texts_b, (pooling,), max_length, batch_size, window)[pooling]
 
 
 @torch.no_grad()
 def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
                  poolings: Sequence[str] = POOLINGS, max_length: int = 128,
-                 batch_size: int = 64) -> dict[str, np.ndarray]:
+                 batch_size: int = 64, window: SlidingWindow | None = None) -> dict[str, np.ndarray]:
     """{pooling: embeddings} from one pass of the encoder; texts go through it in batches of similar length (less
-    padding), the rows come back in the texts' order."""
+    padding), the rows come back in the texts' order. With a `window` (single texts), each text's windows are
+    pooled and combined as a sentence-level head reading them does."""
     encoder.eval()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]) + (len(texts_b[i]) if texts_b is not None else 0))
     rows: dict[str, list[np.ndarray]] = {pooling: [] for pooling in poolings}
@@ -53,13 +55,18 @@ def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Se
     for start in range(0, len(texts), batch_size):
         chunk = order[start:start + batch_size]
         pair = [texts_b[i] for i in chunk] if texts_b is not None else None
+        strided = {} if window is None else {"return_overflowing_tokens": True, "stride": window.stride}
         inputs = tokenizer([texts[i] for i in chunk], pair, padding=True, truncation=True, max_length=max_length,
-                           return_tensors="pt")
+                           return_tensors="pt", **strided)
+        owner = inputs.pop("overflow_to_sample_mapping", None)
         hidden = encoder(**inputs).last_hidden_state.float()
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = {"cls": lambda: hidden[:, 0], "mean": lambda: (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)}
         for pooling in poolings:
-            rows[pooling].append(pooled[pooling]().double().numpy())
+            vectors = pooled[pooling]()
+            if window is not None:
+                vectors = _combine(vectors, owner, len(chunk), window)
+            rows[pooling].append(vectors.double().numpy())
         bar.update(len(chunk))
     bar.close()
     back = np.argsort(np.array(order, dtype=np.int64))  # sorted position of each text
@@ -67,36 +74,56 @@ def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Se
     return {pooling: np.concatenate(parts)[back] if parts else np.zeros((0, width)) for pooling, parts in rows.items()}
 
 
+def _combine(vectors: torch.Tensor, owner: torch.Tensor, count: int, window: SlidingWindow) -> torch.Tensor:
+    """Each text's windows' vectors (`owner`: the text of each row) combined as `window.aggregate` says; the
+    first `window.max_windows` windows of a text."""
+    out = []
+    for text in range(count):
+        mine = vectors[owner == text][:window.max_windows]
+        out.append(mine.max(0).values if window.aggregate == "max" else mine.mean(0))
+    return torch.stack(out)
+
+
 @torch.no_grad()
 def word_embeddings(encoder: Any, tokenizer: Any, sentences: Sequence[Sequence[str]], max_length: int = 128,
-                    batch_size: int = 32) -> list[np.ndarray]:
+                    batch_size: int = 32, window: SlidingWindow | None = None) -> list[np.ndarray]:
     """Per sentence, the last-layer vector of each word's first sub-word (float64, words × hidden; a word
-    cut off by `max_length` gets no row, so a sentence may have fewer rows than words)."""
+    cut off by `max_length` gets no row, so a sentence may have fewer rows than words). With a `window`, each
+    word's vector is from the first window that holds its first sub-word."""
     encoder.eval()
     out: list[np.ndarray] = []
     for start in range(0, len(sentences), batch_size):
         batch = [list(words) for words in sentences[start:start + batch_size]]
+        strided = {} if window is None else {"return_overflowing_tokens": True, "stride": window.stride}
         inputs = tokenizer(batch, is_split_into_words=True, padding=True, truncation=True, max_length=max_length,
-                           return_tensors="pt")
+                           return_tensors="pt", **strided)
+        owner = inputs.pop("overflow_to_sample_mapping", torch.arange(len(batch))).tolist()
         hidden = encoder(**{k: v for k, v in inputs.items() if k != "offset_mapping"}).last_hidden_state.float()
-        for row in range(len(batch)):
-            firsts: dict[int, int] = {}
+        firsts: list[dict[int, tuple[int, int]]] = [{} for _ in batch]
+        windows = [0] * len(batch)
+        for row, text in enumerate(owner):
+            windows[text] += 1
+            if window is not None and windows[text] > window.max_windows:
+                continue
             for position, word in enumerate(inputs.word_ids(row)):
-                if word is not None and word not in firsts:
-                    firsts[word] = position
-            out.append(hidden[row, [firsts[w] for w in sorted(firsts)]].double().numpy())
+                if word is not None and word not in firsts[text]:
+                    firsts[text][word] = (row, position)
+        for found in firsts:
+            places = [found[w] for w in sorted(found)]
+            out.append(hidden[[r for r, _ in places], [p for _, p in places]].double().numpy()
+                       if places else np.zeros((0, hidden.shape[-1])))
     return out
 
 
 def tag_probe(encoder: Any, tokenizer: Any, train: Sequence[Example], scored: Sequence[Example],
-              max_length: int) -> list[list[str]]:
+              max_length: int, window: SlidingWindow | None = None) -> list[list[str]]:
     """The token-level probe's tags for `scored`: a logistic regression from each word's vector to its tag."""
     from sklearn.linear_model import LogisticRegression
 
-    fit = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in train], max_length)
+    fit = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in train], max_length, window=window)
     x = np.concatenate([v for v in fit if len(v)]) if any(len(v) for v in fit) else np.zeros((0, 1))
     y = [str(tag) for ex, v in zip(train, fit) for tag in list(ex.label or [])[:len(v)]]  # type: ignore[arg-type]
-    vectors = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in scored], max_length)
+    vectors = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in scored], max_length, window=window)
     if len(set(y)) < 2:
         model = None
     else:
@@ -155,7 +182,8 @@ class SentenceProbe(Probe):
 
         def features(examples: Sequence[Example]) -> np.ndarray:
             return embed(encoder, tokenizer, [ex.text or "" for ex in examples],
-                         [ex.text_b or "" for ex in examples] if pair else None, max_length=max_length)
+                         [ex.text_b or "" for ex in examples] if pair else None, max_length=max_length,
+                         window=task.sliding_window)
 
         found["probe"] = self.fit_predict(task, features(train), labels, features(scored))
         return found
@@ -248,7 +276,8 @@ class TagProbe(ClassProbe):
 
     def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                   scored: Sequence[Example], max_length: int) -> dict[str, list[Label]]:
-        return {"probe": tag_probe(encoder, tokenizer, train, scored, max_length)}  # type: ignore[dict-item]
+        return {"probe": tag_probe(encoder, tokenizer, train, scored, max_length,  # type: ignore[dict-item]
+                                   task.sliding_window)}
 
 
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],

@@ -64,6 +64,11 @@ class TaskKind:
         if task.pooling != "cls" and not self.pools:
             shared.append(f"pooling: a {self.name} head does not read one pooled position; pooling applies to "
                           "sentence-level tasks")
+        if task.sliding_window is not None and not (self.pools or self.labels.per_word):
+            shared.append(f"sliding_window: a {self.name} head reads positions a window may cut off; sliding_window "
+                          "applies to sentence-level and tagging tasks")
+        if task.sliding_window is not None and task.pooling == "pooler":
+            shared.append("sliding_window: pooling: pooler reads the encoder's pooler, one per text; use cls or mean")
         if task.tagging_scheme is not None and not self.labels.per_word:
             shared.append("tagging_scheme: tagging_scheme applies to tasks that tag words only")
         return shared + self.check(task)

@@ -39,6 +39,19 @@ class DerivedSplit(BaseModel):
         return self
 
 
+class SlidingWindow(BaseModel):
+    """A text longer than `max_length` tokens is read as overlapping windows of `max_length` tokens, each encoded
+    on its own (for encoders limited to 512 positions). Sentence-level heads pool each window and combine the
+    windows' vectors (`aggregate`); a tagging head tags each word from the first window holding its first
+    sub-word."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stride: int = Field(64, ge=0)  # tokens a window repeats from the one before it (the tokenizer's `stride`)
+    aggregate: Literal["mean", "max"] = "mean"  # how a sentence-level head combines its windows' pooled vectors
+    max_windows: int = Field(16, ge=1)  # a text needing more is cut after this many (counted as truncated)
+
+
 class TaskDef(BaseModel):
     """A dataset and how to learn and score it."""
 
@@ -66,6 +79,7 @@ class TaskDef(BaseModel):
     extra_metrics: list[str] = Field(default_factory=list)
     max_length: int = Field(128, ge=8, le=8192)  # long-context encoders (ModernBERT) take 8,192; a run truncates to
     # its encoder's positions and says so
+    sliding_window: SlidingWindow | None = None  # None: a text is cut at max_length
     tagging_scheme: Literal["IOB2", "IO", "IOBES"] | None = None
     entity_markers: Literal["keep", "strip"] = "keep"
     threshold: float = Field(0.5, gt=0, lt=1)
@@ -126,6 +140,9 @@ class TaskDef(BaseModel):
         except ValidationError as error:
             first = error.errors()[0]
             raise ValueError(f"type_options.{describe_type_error(first['loc'])}: {first['msg']}") from None
+        if self.sliding_window is not None and self.sliding_window.stride >= self.max_length // 2:
+            raise ValueError(f"sliding_window.stride: {self.sliding_window.stride} repeats half a window or more "
+                             f"(max_length {self.max_length}); take it below {self.max_length // 2}")
         for problem in kind.problems(self):
             raise ValueError(problem)
         if self.negative_label is not None and self.negative_label not in (self.labels or []):

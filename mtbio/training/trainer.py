@@ -101,8 +101,9 @@ def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
 
 def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) -> set[str]:
     """The tasks whose training batches run as packed rows: with --packing (the default), those
-    with a per-token head, if the encoder gives the same hidden states packed as unpacked."""
-    tasks = {name for name, head in model.heads.items() if head.packable} if config.packing else set()
+    with a per-token head that reads no windows, if the encoder gives the same hidden states packed as unpacked."""
+    tasks = {name for name, head in model.heads.items() if head.packable and not head.config.sliding_window
+             } if config.packing else set()
     if tasks:
         error = packing_error(model.encoder, pad_token_id)
         if error is not None:

@@ -90,6 +90,8 @@ def reader_problems(task: TaskDef) -> list[tuple[str, str]]:
             problems.append((f"reader_options.{key}", f"format '{reader.name}' has no option '{key}' (accepted: {accepted})"))
         elif not _is_instance(value, reader.options[key]):
             problems.append((f"reader_options.{key}", f"expected {_type_name(reader.options[key])}, got {value!r}"))
+    if task.sliding_window is not None and is_pair_task(task):
+        problems.append(("sliding_window", "windows cut single texts, and this task's examples are text pairs"))
     if reader.check is not None and not problems:
         problems += reader.check(task)
     return problems

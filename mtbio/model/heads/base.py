@@ -14,6 +14,7 @@ from torch import nn
 
 from mtbio.errors import MtbioError
 from mtbio.model.heads.blocks import build_block
+from mtbio.model.windows import WINDOW, pool_windows
 from mtbio.tasks.kinds import task_kind
 
 # what a sentence-level head reads: [CLS]'s hidden state, the encoder's pooler, or the mean of its tokens (how
@@ -36,6 +37,7 @@ class HeadConfig:
     pooling: str = "cls"
     type_options: dict[str, Any] = field(default_factory=dict)  # the definition's, for kinds whose head reads them
     block: dict[str, Any] = field(default_factory=dict)  # the encoder family's classifier block (mtbio.model.heads.blocks)
+    sliding_window: dict[str, Any] = field(default_factory=dict)  # the definition's (stride, aggregate, …); empty: none
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,6 +146,9 @@ class SentenceHead(LinearHead):
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        if batch is not None and WINDOW in batch:  # rows of windows: each pooled, then combined
+            return self.classify(pool_windows(hidden, batch["attention_mask"], self.config.pooling,
+                                              int(batch[WINDOW][0]), self.config.sliding_window["aggregate"]))
         if self.config.pooling == "pooler":
             if pooled is None:
                 raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "

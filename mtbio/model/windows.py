@@ -1,0 +1,50 @@
+"""Rows that hold a long text's windows end to end (a task's `sliding_window`, `mtbio.data.featurize`): each window
+is encoded on its own, and a sentence-level head pools each window and combines the windows' vectors."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+WINDOW = "window"  # the batch column that gives the tokens of one window
+
+
+def _split(values: torch.Tensor, window: int) -> torch.Tensor:
+    """[rows, width, ...] → [rows, windows, window, ...], the last window zero-padded."""
+    rows, width = values.shape[:2]
+    windows = -(-width // window)
+    padding = values.new_zeros((rows, windows * window - width) + tuple(values.shape[2:]))
+    return torch.cat([values, padding], 1).reshape(rows, windows, window, *values.shape[2:])
+
+
+def encode_windows(encoder: Any, inputs: dict[str, torch.Tensor], window: int) -> Any:
+    """The encoder's last hidden states of rows of windows, each window encoded as a text of its own (windows that
+    are all padding are not encoded; their states are zero); the same width as the rows."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    rows, width = inputs["input_ids"].shape
+    split = {name: _split(values, window).flatten(0, 1) for name, values in inputs.items()}
+    real = split["attention_mask"].bool().any(-1)
+    hidden = encoder(**{name: values[real] for name, values in split.items()}).last_hidden_state
+    states = hidden.new_zeros(split["input_ids"].shape + (hidden.shape[-1],))
+    states[real] = hidden
+    return BaseModelOutput(last_hidden_state=states.reshape(rows, -1, hidden.shape[-1])[:, :width])
+
+
+def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int, aggregate: str) -> torch.Tensor:
+    """One vector per row of windows: each window pooled (its [CLS] or the mean of its tokens), then the windows'
+    vectors combined by their mean or their elementwise max. Sums in float32; returns `hidden`'s dtype."""
+    mask = _split(mask.to(hidden.device), window).float()  # [rows, windows, window]
+    states = _split(hidden.float(), window)  # [rows, windows, window, hidden]
+    if pooling == "cls":
+        pooled = states[:, :, 0]
+    else:
+        weights = mask.unsqueeze(-1)
+        pooled = (states * weights).sum(2) / weights.sum(2).clamp(min=1.0)
+    real = mask.bool().any(-1)  # [rows, windows]
+    if aggregate == "max":
+        combined = pooled.masked_fill(~real.unsqueeze(-1), float("-inf")).max(1).values
+    else:
+        weights = real.unsqueeze(-1).float()
+        combined = (pooled * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+    return combined.to(hidden.dtype)
