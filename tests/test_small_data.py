@@ -273,7 +273,7 @@ def test_baselines_do_not_change_what_a_run_trains(tmp_path: Path, tiny_encoder:
 
 
 def test_per_label_thresholds_are_chosen_by_f1_on_a_hand_made_set() -> None:
-    from mtbio.kinds.multilabel import fit_thresholds
+    from mtbio.kinds.heads.multilabel import fit_thresholds
 
     probabilities = [[0.30, 0.9, 0.1], [0.40, 0.8, 0.2], [0.10, 0.7, 0.3], [0.20, 0.2, 0.4]]
     gold = [[True, True, False], [True, True, False], [False, True, False], [False, False, False]]
@@ -291,7 +291,7 @@ def test_fitted_thresholds_decide_and_export_as_a_bias_shift(tmp_path: Path, tin
     """--thresholds fit: the head saves one threshold per label, decodes with them, and an export (bias shifted by
     logit t) predicts the same label sets at 0.5 in a process without mtbio's model code."""
     from mtbio.model.heads import HeadConfig
-    from mtbio.kinds.multilabel import MultiLabelHead
+    from mtbio.kinds.heads.multilabel import MultiLabelHead
 
     head = MultiLabelHead(HeadConfig(task="t", type="multilabel", hidden_size=4, labels=["a", "b"], dropout=0.0,
                                      thresholds=[0.2, 0.7]))

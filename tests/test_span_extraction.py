@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtbio.kinds.span_extraction import MAX_ANSWER_TOKENS, OUTSIDE, SpanHead, answer_span, span_exact, span_f1, token_span
+from mtbio.kinds.heads.span_extraction import SpanHead
+from mtbio.kinds.span_extraction import MAX_ANSWER_TOKENS, OUTSIDE, answer_span, span_exact, span_f1, token_span
 from mtbio.model.heads import HeadConfig
 from mtbio.tasks.loading import load_task_def
 
@@ -36,7 +37,8 @@ def test_a_span_becomes_its_first_and_last_token_or_cls_when_cut_off() -> None:
 
 
 def test_decoding_takes_the_best_span_inside_the_context_and_not_longer_than_the_limit() -> None:
-    head = SpanHead(HeadConfig(task="qa", type="span_extraction", hidden_size=4, labels=["start", "end"]))
+    head = SpanHead(HeadConfig(task="qa", type="span_extraction", hidden_size=4, labels=["start", "end"]), OUTSIDE,
+                    MAX_ANSWER_TOKENS)
     width = MAX_ANSWER_TOKENS + 10
     starts = torch.tensor([[OUTSIDE, OUTSIDE] + [10 * i for i in range(width - 2)]])
     batch = {"offset_start": starts, "offset_end": torch.where(starts == OUTSIDE, starts, starts + 5)}

@@ -99,3 +99,15 @@ def test_subprocess_list_and_check(fixtures_dir: Path):
                             capture_output=True, text=True, env=env, timeout=120)
     assert broken.returncode == 1
     assert len(broken.stderr.strip().splitlines()) == 2 and "Traceback" not in broken.stderr
+
+
+def test_checking_definitions_and_their_data_imports_neither_torch_nor_datasets(fixtures_dir: Path) -> None:
+    """A kind's declaration is torch-free (its head is imported when a run builds one), so `mtbio tasks check` of
+    every shipped definition, with its data read, loads neither library."""
+    script = ("import sys\nfrom mtbio.cli import main\n"
+              f"for path in {[str(p) for p in sorted(BUILTIN_TASK_DEFS.glob('*.yml'))]!r}:\n"
+              f"    try:\n        main(['tasks', 'check', path, '--data-dir', {str(fixtures_dir / 'data')!r}])\n"
+              "    except SystemExit:\n        pass\n"
+              "print('loaded:', sorted(m for m in ('torch', 'datasets') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.count("ok: ") >= 15 and done.stdout.splitlines()[-1] == "loaded: []", done.stdout[-2000:]

@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from mtbio.data.featurize import SECOND_TEXT
+
 # padding value per per-token column; `input_ids` uses the tokenizer's pad id
 _PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1}
 _TOKEN_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "word_index")
-SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`mtbio.data.featurize.separate_text_columns`)
 
 
 def pad_multiple_for(device: torch.device | str, mixed_precision: str | None = None) -> int | None:

@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-from datasets import Dataset, DatasetInfo, Features, List, Value, load_from_disk
 from tqdm import tqdm
 
-from mtbio.data.collate import SECOND_TEXT
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.data.split_cache import code_fingerprint, default_cache_dir
@@ -45,11 +43,15 @@ from mtbio.fileio import WriteError, writing
 from mtbio.logs import bars_enabled
 from mtbio.tasks.schema import TaskDef
 
+if TYPE_CHECKING:
+    from datasets import Dataset, Features
+
 log = logging.getLogger(__name__)
 
 # Bump whenever the features for the same inputs change; it is part of the cache key.
 FEATURIZER_VERSION = 2  # 2: pair-ness from the reader (NLI4CT, MEDIQA-RQE, PubMedQA gained their text_b)
 IGNORE_INDEX = -100
+SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`separate_text_columns`)
 _CHUNK = 2048  # examples per tokenizer call: batched for speed, bounded for memory
 
 
@@ -86,6 +88,9 @@ def featurize(
     if not columns:  # no examples: still give the schema
         columns = {name: [] for name in _features(task, tokenizer)}
     features = _features(task, tokenizer)
+    import pyarrow as pa
+    from datasets import Dataset, DatasetInfo
+
     # straight to Arrow: Dataset.from_dict encodes every value in Python (a third of the time)
     dataset = Dataset(pa.Table.from_pydict(columns, schema=features.arrow_schema), info=DatasetInfo(features=features))
     return dataset
@@ -93,6 +98,8 @@ def featurize(
 
 def featurize_stats(dataset: Dataset) -> FeatureStats:
     """Truncation counts of a featurized dataset (fresh or loaded from the cache)."""
+    import pyarrow.compute as pc
+
     table = dataset.data
     truncated = pc.sum(table.column("truncated")).as_py() or 0
     if "word_index" not in dataset.column_names:
@@ -130,6 +137,8 @@ def effective_max_length(task: TaskDef, tokenizer: Any, max_length: int | None) 
 
 
 def _features(task: TaskDef, tokenizer: Any) -> Features:
+    from datasets import Features, List, Value
+
     ids = List(Value("int32"))
     spec: dict[str, Any] = {"input_ids": ids, "attention_mask": List(Value("int8"))}
     if "token_type_ids" in tokenizer.model_input_names:
@@ -240,6 +249,8 @@ def separate_text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: An
 
 def separate_text_features(tokenizer: Any) -> dict[str, Any]:
     """The `datasets` features of `separate_text_columns`' second-text columns."""
+    from datasets import List, Value
+
     spec: dict[str, Any] = {"input_ids_b": List(Value("int32")), "attention_mask_b": List(Value("int8"))}
     if "token_type_ids" in tokenizer.model_input_names:
         spec["token_type_ids_b"] = List(Value("int8"))
@@ -291,7 +302,11 @@ def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
     return columns
 
 
-WORD_FEATURES = {"labels": List(Value("int64")), "word_index": List(Value("int32")), "n_words": Value("int32")}
+def word_features() -> dict[str, Any]:
+    """The `datasets` features of `word_columns`' labels and own columns."""
+    from datasets import List, Value
+
+    return {"labels": List(Value("int64")), "word_index": List(Value("int32")), "n_words": Value("int32")}
 
 
 def label_index(task: TaskDef) -> dict[str, int]:
@@ -381,6 +396,8 @@ def featurize_cached(
     New features are written to a temporary directory and renamed into place, so a crash or a
     concurrent run never leaves a half-written entry.
     """
+    from datasets import load_from_disk
+
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     target = root / f"{task.name}-{cache_key(task, tokenizer, max_length, source_fingerprint, len(examples))}"
     if target.is_dir():

@@ -11,22 +11,22 @@ gives embeddings whose cosine is this head's.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-import torch
-from datasets import Value
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
 from mtbio.kinds.regression import mean_label, number_label
-from mtbio.model.heads import Head, HeadConfig, pool
 from mtbio.model.probes import NumberProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import NUMBER
+
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.bi_encoder import CosineHead
+    from mtbio.model.heads import HeadConfig
 
 
 class BiEncoderOptions(BaseModel):
@@ -43,37 +43,6 @@ class BiEncoderOptions(BaseModel):
             raise ValueError(f"label_range: the lowest value comes first and is below the highest, not "
                              f"{list(self.label_range)}")
         return self
-
-
-def separate_cosine(hidden: torch.Tensor, batch: dict[str, torch.Tensor] | None, pooling: str, task: str) -> torch.Tensor:
-    """The cosine of each pair's two texts, each encoded on its own and pooled (float32, one per row)."""
-    if batch is None or "hidden_b" not in batch:
-        raise ValueError(f"task '{task}': the batch has no second text encoded on its own")
-    first = pool(hidden, batch["attention_mask"], pooling).float()
-    second = pool(batch["hidden_b"], batch["attention_mask_b"], pooling).float()
-    return nn.functional.cosine_similarity(first, second, dim=-1)
-
-
-class CosineHead(Head):
-    """cos(pool(text), pool(text_b)), each text encoded on its own; no weights."""
-
-    extra_texts = ("_b",)
-
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        options = BiEncoderOptions.model_validate(config.type_options)
-        self.low, self.high = options.label_range
-        self.pooling = options.pooling
-
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return separate_cosine(hidden, batch, self.pooling, self.config.task)
-
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.mse_loss(logits.float(), (labels.float() - self.low) / (self.high - self.low))
-
-    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        return [self.low + float(c) * (self.high - self.low) for c in logits.float().tolist()]
 
 
 @register_kind
@@ -93,6 +62,8 @@ class BiEncoder(TaskKind):
         return []
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import Value
+
         return {"labels": Value("float32"), **separate_text_features(tokenizer)}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -101,7 +72,10 @@ class BiEncoder(TaskKind):
         return columns
 
     def head(self, config: HeadConfig) -> CosineHead:
-        return CosineHead(config)
+        from mtbio.kinds.heads.bi_encoder import CosineHead
+
+        options = BiEncoderOptions.model_validate(config.type_options)
+        return CosineHead(config, options.label_range, options.pooling)
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> float:
         return number_label(raw, task)

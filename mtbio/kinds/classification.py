@@ -6,35 +6,20 @@ Labels are class indices; the trivial predictor is the most frequent training la
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Sequence
-
-import torch
-from datasets import Value
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import IGNORE_INDEX, label_index, lookup, text_columns
 from mtbio.errors import MtbioError
 from mtbio.evaluation.breakdown import positive_classes
-from mtbio.model.heads import HeadConfig, SentenceHead
 from mtbio.model.probes import ClassProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import CLASS
 
-
-class ClassificationHead(SentenceHead):
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(logits.float(), labels)
-
-    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        labels = self.config.labels
-        return [labels[i] for i in logits.argmax(-1).tolist()]
-
-    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        """Softmax probability of every label."""
-        labels = self.config.labels
-        return [dict(zip(labels, row)) for row in torch.softmax(logits.float(), -1).tolist()]
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.classification import ClassificationHead
+    from mtbio.model.heads import HeadConfig
 
 
 def class_labels(chunk: Sequence[Example], task: TaskDef) -> list[int]:
@@ -69,6 +54,8 @@ class Classification(TaskKind):
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "single_label_classification")
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import Value
+
         return {"labels": Value("int64")}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -77,6 +64,8 @@ class Classification(TaskKind):
         return columns
 
     def head(self, config: HeadConfig) -> ClassificationHead:
+        from mtbio.kinds.heads.classification import ClassificationHead
+
         return ClassificationHead(config)
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:

@@ -10,21 +10,20 @@ no `AutoModelFor*` carries the head.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-import torch
-from datasets import Value
 from pydantic import BaseModel, ConfigDict, Field
-from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
-from mtbio.kinds.classification import Classification, ClassificationHead, class_labels
-from mtbio.kinds.bi_encoder import separate_cosine
-from mtbio.model.heads import HeadConfig, output_layer
+from mtbio.kinds.classification import Classification, class_labels
 from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
+
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.cosine_classification import CosineClassifierHead
+    from mtbio.model.heads import HeadConfig
 
 
 class CosineClassificationOptions(BaseModel):
@@ -33,23 +32,6 @@ class CosineClassificationOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pooling: Literal["mean", "cls"] = Field("mean", description="a text's embedding: the mean of its tokens, or [CLS]")
-
-
-class CosineClassifierHead(ClassificationHead):
-    """cos(pool(text), pool(text_b)) → linear → class logits."""
-
-    extra_texts = ("_b",)
-
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.pooling = CosineClassificationOptions(**config.type_options).pooling
-        self.dropout = nn.Identity()  # one feature: dropping it would drop the whole input
-        self.out = output_layer(HeadConfig(**{**config.to_json(), "hidden_size": 1}))
-
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        cosine = separate_cosine(hidden, batch, self.pooling, self.config.task).unsqueeze(-1)
-        return self.out(self.dropout(cosine.to(self.out.weight.dtype)))
 
 
 @register_kind
@@ -69,6 +51,8 @@ class CosineClassification(Classification):
         return []
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import Value
+
         return {"labels": Value("int64"), **separate_text_features(tokenizer)}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -77,4 +61,6 @@ class CosineClassification(Classification):
         return columns
 
     def head(self, config: HeadConfig) -> CosineClassifierHead:
-        return CosineClassifierHead(config)
+        from mtbio.kinds.heads.cosine_classification import CosineClassifierHead
+
+        return CosineClassifierHead(config, CosineClassificationOptions.model_validate(config.type_options).pooling)

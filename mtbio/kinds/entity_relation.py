@@ -14,25 +14,24 @@ head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-import torch
-from datasets import List, Value
 from pydantic import BaseModel, ConfigDict, Field
-from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
 from mtbio.evaluation.breakdown import positive_classes
-from mtbio.kinds.classification import ClassificationHead, class_labels, majority_class, one_class
-from mtbio.model.heads import HeadConfig
-from mtbio.model.heads.base import INIT_STD
+from mtbio.kinds.classification import class_labels, majority_class, one_class
 from mtbio.model.probes import ClassProbe
 from mtbio.tasks.kinds import TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import CLASS
+
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.entity_relation import EntityStartHead
+    from mtbio.model.heads import HeadConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +43,6 @@ class MarkerOptions(BaseModel):
 
     markers: tuple[str, str] = Field(description="the text that opens the first and the second entity")
     missing: Literal["error", "cls"] = Field("error", description="a text without both markers: an error, or [CLS]")
-
-
-class EntityStartHead(ClassificationHead):
-    """[first entity's start; second entity's start] → dropout → linear."""
-
-    def __init__(self, config: HeadConfig):
-        super().__init__(config)
-        self.out = nn.Linear(2 * config.hidden_size, config.num_outputs)
-        nn.init.normal_(self.out.weight, std=INIT_STD)
-        nn.init.zeros_(self.out.bias)
-
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        if batch is None or "entity_positions" not in batch:
-            raise ValueError(f"task '{self.config.task}': the batch has no entity_positions")
-        positions = batch["entity_positions"].to(hidden.device)
-        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
-        return self.out(self.dropout(hidden[rows, positions].flatten(1)))
 
 
 def marker_starts(text: str, markers: tuple[str, str]) -> tuple[int, int]:
@@ -90,6 +71,8 @@ class EntityRelation(TaskKind):
         return problems
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import List, Value
+
         return {"labels": Value("int64"), "entity_positions": List(Value("int32"), length=2)}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -114,6 +97,8 @@ class EntityRelation(TaskKind):
         return columns
 
     def head(self, config: HeadConfig) -> EntityStartHead:
+        from mtbio.kinds.heads.entity_relation import EntityStartHead
+
         return EntityStartHead(config)
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:

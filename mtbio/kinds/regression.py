@@ -6,33 +6,21 @@ mse the variance); exported as `AutoModelForSequenceClassification` with one out
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
-import torch
-from datasets import Value
-from torch import nn
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.errors import MtbioError
-from mtbio.model.heads import HeadConfig, SentenceHead
 from mtbio.model.probes import NumberProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import NUMBER
 
-
-class RegressionHead(SentenceHead):
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return super().forward(hidden, pooled, batch).squeeze(-1)
-
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.mse_loss(logits.float(), labels.float())
-
-    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        return [float(x) for x in logits.float().tolist()]
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.regression import RegressionHead
+    from mtbio.model.heads import HeadConfig
 
 
 @register_kind
@@ -45,6 +33,8 @@ class Regression(TaskKind):
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "regression")
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import Value
+
         return {"labels": Value("float32")}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -53,6 +43,8 @@ class Regression(TaskKind):
         return columns
 
     def head(self, config: HeadConfig) -> RegressionHead:
+        from mtbio.kinds.heads.regression import RegressionHead
+
         return RegressionHead(config)
 
     def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> float:

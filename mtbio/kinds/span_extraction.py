@@ -12,20 +12,19 @@ no export (`mtbio predict` prints each answer's text).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
-import torch
-from datasets import List, Value
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import IGNORE_INDEX, text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import check_scored, register_metric
-from mtbio.model.heads import HeadConfig, LinearHead
 from mtbio.tasks.kinds import TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import LabelShape
+
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.span_extraction import SpanHead
+    from mtbio.model.heads import HeadConfig
 
 MAX_ANSWER_TOKENS = 30
 OUTSIDE = -1  # the character offset of a token outside the context (the question, special tokens, padding)
@@ -63,37 +62,6 @@ def token_span(span: list[int] | None, starts: list[int], ends: list[int]) -> li
     if not inside or ends[inside[-1]] < span[1]:
         return [0, 0]
     return [inside[0], inside[-1]]
-
-
-class SpanHead(LinearHead):
-    """Every token → dropout → linear → (start, end) logits."""
-
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return self.classify(hidden)
-
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        labels = labels.to(logits.device)
-        return (nn.functional.cross_entropy(logits[..., 0].float(), labels[:, 0])
-                + nn.functional.cross_entropy(logits[..., 1].float(), labels[:, 1])) / 2
-
-    def _best(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[tuple[int, int, float]]:
-        """Per row (first token, last token, probability) of the best span inside the context."""
-        outside = batch["offset_start"].to(logits.device) == OUTSIDE
-        start = logits[..., 0].float().masked_fill(outside, float("-inf")).log_softmax(-1)
-        end = logits[..., 1].float().masked_fill(outside, float("-inf")).log_softmax(-1)
-        width = MAX_ANSWER_TOKENS  # [row, first, k]: the end at token first + k, one band instead of every pair
-        ends = nn.functional.pad(end, (0, width - 1), value=float("-inf")).unfold(1, width, 1)
-        best = (start[:, :, None] + ends).flatten(1).max(-1)
-        return [(i // width, i // width + i % width, float(p.exp())) for i, p in zip(best.indices.tolist(), best.values)]
-
-    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        starts, ends = batch["offset_start"].tolist(), batch["offset_end"].tolist()
-        return [[starts[row][first], ends[row][last]] for row, (first, last, _) in enumerate(self._best(logits, batch))]
-
-    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        """The probability of the decoded span (its start's times its end's)."""
-        return [p for _, _, p in self._best(logits, batch)]
 
 
 def _overlap_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
@@ -140,6 +108,8 @@ class SpanExtraction(TaskKind):
         return answer_span(raw, example.text_b or "")
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
+        from datasets import List, Value
+
         return {"labels": List(Value("int64")), "offset_start": List(Value("int32")),
                 "offset_end": List(Value("int32"))}
 
@@ -157,7 +127,9 @@ class SpanExtraction(TaskKind):
         return columns
 
     def head(self, config: HeadConfig) -> SpanHead:
-        return SpanHead(config)
+        from mtbio.kinds.heads.span_extraction import SpanHead
+
+        return SpanHead(config, OUTSIDE, MAX_ANSWER_TOKENS)
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         spans = []

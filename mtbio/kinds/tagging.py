@@ -7,52 +7,19 @@ trivial predictor tags every word `O`; exported as `AutoModelForTokenClassificat
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import WORD_FEATURES, decode_tags, word_columns
+from mtbio.data.featurize import word_columns, word_features
 from mtbio.evaluation.breakdown import entities
-from mtbio.model.heads import HeadConfig, LinearHead
 from mtbio.model.probes import TagProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef, expand_entity_types, has_tag_prefix
 from mtbio.tasks.shapes import TAGS, WORDS, split_words
 
-
-class TaggingHead(LinearHead):
-    packable = True
-
-    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
-                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return self.classify(hidden)
-
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
-
-    def loss_units(self, label: Any) -> int:
-        return sum(1 for tag in label if tag != -100)  # the loss averages over labelled first sub-words
-
-    def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        predicted = logits.argmax(-1).tolist()
-        word_index = batch["word_index"].tolist()
-        n_words = batch["n_words"].tolist()
-        return [decode_tags(p, w, n, self.config.labels) for p, w, n in zip(predicted, word_index, n_words)]
-
-    def scores(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
-        """Per word, the softmax probability of its predicted tag (from its first sub-word; 1.0 for a
-        word that lost every sub-word to truncation and is tagged `O`)."""
-        best = torch.softmax(logits.float(), -1).max(-1).values.tolist()
-        out = []
-        for probs, index, n in zip(best, batch["word_index"].tolist(), batch["n_words"].tolist()):
-            words = [1.0] * n
-            for token, word in enumerate(index):
-                if word >= 0:
-                    words[word] = probs[token]
-            out.append(words)
-        return out
+if TYPE_CHECKING:
+    from mtbio.kinds.heads.tagging import TaggingHead
+    from mtbio.model.heads import HeadConfig
 
 
 def entity_spans(text: str, tags: Sequence[str], probs: Sequence[float]) -> list[dict[str, Any]]:
@@ -102,12 +69,14 @@ class Tagging(TaskKind):
         return labels
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
-        return dict(WORD_FEATURES)
+        return word_features()
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
         return word_columns(chunk, task, tokenizer, max_length)
 
     def head(self, config: HeadConfig) -> TaggingHead:
+        from mtbio.kinds.heads.tagging import TaggingHead
+
         return TaggingHead(config)
 
     def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:

@@ -14,11 +14,11 @@ means something only beside these (and the trivial score).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from mtbio.data.example import Example, Label
@@ -26,11 +26,26 @@ from mtbio.data.featurize import IGNORE_INDEX
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import score_task
 from mtbio.logs import bars_enabled
-from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
 from mtbio.tasks.schema import SlidingWindow, TaskDef
+
+if TYPE_CHECKING:
+    import torch
 
 POOLINGS = ("mean", "cls")
 ABSENT_BIAS = -10.0  # below every fitted logit: a class the training set never shows stays unpredicted
+
+
+def _no_grad(function: Callable) -> Callable:
+    """`torch.no_grad()` around `function`, torch imported when it runs (a kind's declaration names its probe
+    without importing torch)."""
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return run
 
 
 def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
@@ -40,13 +55,15 @@ def embed(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[
     return embed_pooled(encoder, tokenizer, texts, texts_b, (pooling,), max_length, batch_size, window)[pooling]
 
 
-@torch.no_grad()
+@_no_grad
 def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Sequence[str] | None = None,
                  poolings: Sequence[str] = POOLINGS, max_length: int = 128,
                  batch_size: int = 64, window: SlidingWindow | None = None) -> dict[str, np.ndarray]:
     """{pooling: embeddings} from one pass of the encoder; texts go through it in batches of similar length (less
     padding), the rows come back in the texts' order. With a `window` (single texts), each text's windows are
     pooled and combined as a sentence-level head reading them does."""
+    from mtbio.model.inference import PROGRESS_MIN_EXAMPLES
+
     encoder.eval()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]) + (len(texts_b[i]) if texts_b is not None else 0))
     rows: dict[str, list[np.ndarray]] = {pooling: [] for pooling in poolings}
@@ -77,6 +94,8 @@ def embed_pooled(encoder: Any, tokenizer: Any, texts: Sequence[str], texts_b: Se
 def _combine(vectors: torch.Tensor, owner: torch.Tensor, count: int, window: SlidingWindow) -> torch.Tensor:
     """Each text's windows' vectors (`owner`: the text of each row) combined as `window.aggregate` says; the
     first `window.max_windows` windows of a text."""
+    import torch
+
     out = []
     for text in range(count):
         mine = vectors[owner == text][:window.max_windows]
@@ -84,12 +103,14 @@ def _combine(vectors: torch.Tensor, owner: torch.Tensor, count: int, window: Sli
     return torch.stack(out)
 
 
-@torch.no_grad()
+@_no_grad
 def word_embeddings(encoder: Any, tokenizer: Any, sentences: Sequence[Sequence[str]], max_length: int = 128,
                     batch_size: int = 32, window: SlidingWindow | None = None) -> list[np.ndarray]:
     """Per sentence, the last-layer vector of each word's first sub-word (float64, words × hidden; a word
     cut off by `max_length` gets no row, so a sentence may have fewer rows than words). With a `window`, each
     word's vector is from the first window that holds its first sub-word."""
+    import torch
+
     encoder.eval()
     out: list[np.ndarray] = []
     for start in range(0, len(sentences), batch_size):
