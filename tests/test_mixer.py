@@ -11,7 +11,12 @@ import pytest
 from mtbio.data.mixer import padding_fraction, shard, split_by_length
 from mtbio.data.mixers import MultiTaskBatchSampler
 from mtbio.training.config import RunConfig
-from mtbio.training.trainer import build_sampler
+from mtbio.training.trainer import TrainerOptions, build_sampler
+
+
+def _options(**values: object) -> TrainerOptions:
+    """What the trainer reads of a run config with these values."""
+    return TrainerOptions.of(RunConfig(**values))  # type: ignore[arg-type]
 
 
 def _lengths(sizes: dict[str, int], seed: int = 0) -> dict[str, list[int]]:
@@ -138,8 +143,8 @@ def test_length_bucketing_keeps_padding_under_ten_percent() -> None:
     sigma = 0.6
     lengths = {"ner": np.clip(np.round(rng.lognormal(np.log(39) - sigma**2 / 2, sigma, 12500)), 5, 128).astype(int)}
     assert 35 < lengths["ner"].mean() < 43
-    bucketed = padding_fraction(build_sampler(RunConfig(), lengths), lengths)
-    unbucketed = padding_fraction(build_sampler(RunConfig(bucket_window=1), lengths), lengths)  # --bucket-window 1
+    bucketed = padding_fraction(build_sampler(_options(), lengths), lengths)
+    unbucketed = padding_fraction(build_sampler(_options(bucket_window=1), lengths), lengths)  # --bucket-window 1
     assert bucketed <= 0.10
     assert unbucketed > 0.5
 
@@ -169,7 +174,7 @@ def test_split_by_length_by_hand_and_against_every_split() -> None:
 def test_sub_batches_of_random_batches_pad_far_less() -> None:
     rng = np.random.default_rng(1)
     lengths = {"ner": np.clip(np.round(rng.lognormal(np.log(36), 0.6, 3200)), 5, 128).astype(int)}
-    plan = list(build_sampler(RunConfig(bucket_window=1), lengths))
+    plan = list(build_sampler(_options(bucket_window=1), lengths))
     whole = padding_fraction(plan, lengths)
     split = padding_fraction([("ner", g) for task, b in plan for g in split_by_length(b, lengths["ner"], 4)], lengths)
     assert whole > 0.5 and split < 0.2

@@ -10,7 +10,12 @@ from mtbio.data.mixers import MultiTaskBatchSampler
 from mtbio.data.mixers.annealed import alphas
 from mtbio.errors import MtbioError
 from mtbio.training.config import RunConfig, build_config
-from mtbio.training.trainer import build_sampler, run_length
+from mtbio.training.trainer import TrainerOptions, build_sampler, run_length
+
+
+def _options(**values: object) -> TrainerOptions:
+    """What the trainer reads of a run config with these values."""
+    return TrainerOptions.of(RunConfig(**values))  # type: ignore[arg-type]
 
 SIZES = {"big": 6400, "small": 640}
 LENGTHS = {t: [10] * n for t, n in SIZES.items()}  # batch 16: 400 + 40 = 440 batches an epoch
@@ -49,15 +54,15 @@ def test_per_step_schedule_moves_within_an_epoch() -> None:
 
 def test_the_schedule_follows_max_steps_not_epochs() -> None:
     mixer = {"name": "annealed", "anneal_to": 0.0}
-    epochs_only = build_sampler(RunConfig(mixer=mixer, epochs=10, batch_size=16, grad_accum=2), LENGTHS)
-    per_epoch, _ = run_length(RunConfig(batch_size=16, grad_accum=2), 440)
-    stepped = build_sampler(RunConfig(mixer=mixer, epochs=10, batch_size=16, grad_accum=2, max_steps=2 * per_epoch),
+    epochs_only = build_sampler(_options(mixer=mixer, epochs=10, batch_size=16, grad_accum=2), LENGTHS)
+    per_epoch, _ = run_length(_options(batch_size=16, grad_accum=2), 440)
+    stepped = build_sampler(_options(mixer=mixer, epochs=10, batch_size=16, grad_accum=2, max_steps=2 * per_epoch),
                             LENGTHS)
     assert epochs_only.run_batches == 10 * 440 and stepped.run_batches == 2 * 440
     assert np.allclose(alphas(epochs_only, 1), 1 - 1 / 9)
     assert np.allclose(alphas(stepped, 1), 0.0)  # the second and last epoch of a --max-steps run: uniform
     assert _big_share(stepped, 1) == pytest.approx(0.5, abs=0.06)
-    partial = build_sampler(RunConfig(mixer={**mixer, "per": "step"}, batch_size=16, max_steps=100), LENGTHS)
+    partial = build_sampler(_options(mixer={**mixer, "per": "step"}, batch_size=16, max_steps=100), LENGTHS)
     assert partial.run_batches == 100 and alphas(partial, 0)[99] == pytest.approx(0.0)
 
 

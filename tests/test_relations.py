@@ -232,15 +232,16 @@ def test_the_time_estimate_counts_steps_as_the_trainer_does(tmp_path: Path) -> N
     """Per-task rounding: 33 + 33 examples at batch 32 are 2 + 2 batches an epoch, not ceil(66 / 32) = 3."""
     from mtbio.experiments.sweep import Cell, cell_work
     from mtbio.training.config import RunConfig
-    from mtbio.training.trainer import build_sampler, run_length
+    from mtbio.training.trainer import TrainerOptions, build_sampler, run_length
 
     config = RunConfig(batch_size=32, epochs=2, eval_test=True, recipe="mt-bert")  # no step floor
     sizes = {"a": {"train": 33, "dev": 10, "test": 5}, "b": {"train": 40, "dev": 7, "test": 1}}
     cell = Cell("pair", ("a", "b"), 42, tmp_path / "c", "refine", 5e-5)
     work = cell_work(cell, config.model_copy(update={"max_train_examples": 33}), sizes)
-    steps_per_epoch, total = run_length(config, len(build_sampler(config, {"a": [1] * 33, "b": [1] * 33})))
+    options = TrainerOptions.of(config)
+    steps_per_epoch, total = run_length(options, len(build_sampler(options, {"a": [1] * 33, "b": [1] * 33})))
     assert (steps_per_epoch, total) == (4, 8)
-    floored = config.model_copy(update={"min_steps": 10})  # the floor raises whole epochs' 8 to 10
+    floored = TrainerOptions.of(config.model_copy(update={"min_steps": 10}))  # the floor raises whole epochs' 8 to 10
     assert run_length(floored, len(build_sampler(floored, {"a": [1] * 33, "b": [1] * 33}))) == (4, 10)
     assert work.train_examples == 2 * 66 and work.eval_examples == 2 * (10 + 7) + (5 + 1)
     ratio = config.model_copy(update={"mixer": "ratio", "main_task": "a", "aux_ratio": 2.0})

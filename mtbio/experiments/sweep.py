@@ -46,7 +46,7 @@ from mtbio.training.affinity import AffinityProbe
 from mtbio.training.checkpoint import latest_checkpoint, listener_states
 from mtbio.training.config import RunConfig, protocol_options
 from mtbio.training.distributed import on_main_then_share
-from mtbio.training.trainer import StopRequested, build_sampler, make_accelerator, run_length
+from mtbio.training.trainer import StopRequested, TrainerOptions, build_sampler, make_accelerator, run_length
 
 # Used by --dry-run before any cell of the sweep has finished: MiniLM-L6, fp32, two CPU cores,
 # dynamic padding (see shared/docs/cpu-stack.md: 8-26 examples/s training, 37-114 inference).
@@ -421,19 +421,19 @@ def _epoch_plan(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]])
     training-set sizes decide its length; packed rows are not counted)."""
     run = cell_config(config, cell)
     counts = {t: int(min(sizes[t].get("train", 0), train_examples_of(run, t) or math.inf)) for t in cell.tasks}
-    return run, build_sampler(run, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
+    return run, build_sampler(TrainerOptions.of(run), {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
 
 
 def cell_steps(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> int:
     """The optimizer steps one cell will take (`sizes`: task → split → examples)."""
     run, plan = _epoch_plan(cell, config, sizes)
-    return run_length(run, len(plan))[1]
+    return run_length(TrainerOptions.of(run), len(plan))[1]
 
 
 def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
     run, plan = _epoch_plan(cell, config, sizes)
-    steps_per_epoch, total_steps = run_length(run, len(plan))
+    steps_per_epoch, total_steps = run_length(TrainerOptions.of(run), len(plan))
     epoch_examples = sum(len(indices) for _, indices in plan)
     train = (epoch_examples * total_steps) // steps_per_epoch
     evaluations = math.ceil(total_steps / config.eval_every) if config.eval_every else math.ceil(total_steps / steps_per_epoch)

@@ -56,7 +56,7 @@ from mtbio.training.per_task import PerTaskBest
 from mtbio.training.stabilize import apply_layer_options
 from mtbio.training.events import EvaluateStart, Listener
 from mtbio.training.flops import machine_key, useful_flops
-from mtbio.training.trainer import Trainer, make_accelerator, steady_throughput
+from mtbio.training.trainer import Trainer, TrainerOptions, make_accelerator, steady_throughput
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         if config.select_by == "per-task" and len(tasks) > 1 else None
     start = EvaluateStart() if any(lp_start.values()) else None
     own = [listener for listener in (start, per_task) if listener is not None]
-    trainer = Trainer(model, tokenizer, data, config, run_dir, lr, accelerator,
+    trainer = Trainer(model, tokenizer, data, TrainerOptions.of(config), run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])
     if accelerator.is_main_process:  # created only once data, model and batch plan are ready
         with writing(run_dir, hint="choose a writable --output with free space"):

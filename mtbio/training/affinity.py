@@ -148,7 +148,7 @@ class AffinityProbe(Listener):
             loss = model(task, **batch).loss
         found = torch.autograd.grad(loss, [*shared.values(), *head], allow_unused=True)
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in found if g is not None]))
-        scale = torch.clamp(trainer.config.max_grad_norm / (norm + 1e-6), max=1.0)
+        scale = torch.clamp(trainer.options.step.max_grad_norm / (norm + 1e-6), max=1.0)
         grads = {name: (torch.zeros_like(p) if g is None else g * scale)
                  for (name, p), g in zip(shared.items(), found[: len(shared)])}
         return grads, _positive(task, float(loss.detach()))

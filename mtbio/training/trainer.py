@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,51 @@ log = logging.getLogger(__name__)
 FIT_EXAMPLES = 2000  # training examples a fitted decision rule (--thresholds fit) is fitted on
 
 
-def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
+@dataclass(frozen=True)
+class TrainerOptions:
+    """The run options the trainer reads (it receives these, not the run's whole config): the run's length and
+    batches, the optimizer and its schedule, evaluation and checkpoint cadence, and what an optimizer step reads."""
+
+    batch_size: int
+    eval_batch_size: int
+    epochs: int
+    max_steps: int | None
+    min_steps: int | None
+    grad_accum: int
+    seed: int
+    mixer: tuple[str, dict[str, Any]]  # name and options
+    bucket_window: int
+    packing: bool
+    optimizer: tuple[str, dict[str, Any]]  # name and options
+    weight_decay: float
+    layerwise_lr_decay: float | None
+    no_bias_correction: bool
+    warmup: float
+    schedule: str
+    l2sp: float | None
+    eval_every: int | None
+    save_every: int | None
+    patience: int | None
+    log_every: int
+    thresholds: str
+    resume: bool
+    compile: bool
+    activation_checkpointing: Any
+    step: StepOptions
+
+    @classmethod
+    def of(cls, config: RunConfig) -> "TrainerOptions":
+        names = [f.name for f in fields(cls) if f.name not in ("mixer", "optimizer", "step")]
+        return cls(**{name: getattr(config, name) for name in names}, mixer=config.mixer_spec(),
+                   optimizer=config.optimizer_spec(), step=StepOptions.of(config))
+
+
+def build_sampler(config: TrainerOptions, lengths: Mapping[str, Sequence[int]],
                   packed: Collection[str] = ()) -> MultiTaskBatchSampler:
     """The run's batch plan (mixer strategy and its options, seed, length bucketing, the run's length)
     from its config; `packed` tasks draw random batches (packing, not bucketing, removes their padding)."""
     windows = {task: 1 if task in packed else config.bucket_window for task in lengths}
-    name, options = config.mixer_spec()
+    name, options = config.mixer
     try:
         sampler = MultiTaskBatchSampler(lengths, batch_size=config.batch_size, strategy=name, seed=config.seed,
                                         bucket_multiplier=windows, **options)
@@ -72,7 +112,7 @@ def build_sampler(config: RunConfig, lengths: Mapping[str, Sequence[int]],
         raise MtbioError(f"--mixer {name}: {exc}") from None
 
 
-def run_batches(config: RunConfig, epoch_batches: int) -> int:
+def run_batches(config: TrainerOptions, epoch_batches: int) -> int:
     """The batches a run takes in all: whole epochs of `epoch_batches`, then the steps of --max-steps
     left over (`grad_accum` batches each), so that a mixer's schedule follows --max-steps when given."""
     per_epoch, total = run_length(config, epoch_batches)
@@ -91,7 +131,7 @@ def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
             for metric, value in scores.items()}
 
 
-def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
+def run_length(config: TrainerOptions, epoch_batches: int) -> tuple[int, int]:
     """(optimizer steps per epoch, optimizer steps in all) of a run whose mixer plans `epoch_batches`
     batches an epoch: the one count the trainer runs and the sweep's time estimate uses. `--max-steps` sets it;
     else `--epochs` whole epochs, raised to `--min-steps` when they fall short (the last epoch may be partial)."""
@@ -99,7 +139,7 @@ def run_length(config: RunConfig, epoch_batches: int) -> tuple[int, int]:
     return per_epoch, config.max_steps or max(per_epoch * config.epochs, config.min_steps or 0)
 
 
-def packed_tasks(config: RunConfig, model: MultiTaskModel, pad_token_id: int) -> set[str]:
+def packed_tasks(config: TrainerOptions, model: MultiTaskModel, pad_token_id: int) -> set[str]:
     """The tasks whose training batches run as packed rows: with --packing (the default), those
     with a per-token head that reads no windows, if the encoder gives the same hidden states packed as unpacked."""
     tasks = {name for name, head in model.heads.items() if head.packable and not head.config.sliding_window
@@ -181,14 +221,14 @@ class Trainer:
         model: MultiTaskModel,
         tokenizer: Any,
         data: dict[str, TaskData],
-        config: RunConfig,
+        options: TrainerOptions,
         run_dir: Path,
         lr: float,
         accelerator: Accelerator,
         on_best: Any = None,
         listeners: Sequence[Listener] = (),
     ):
-        self.config = config
+        self.options = config = options
         # the run's schedule and --patience decide evaluations, checkpoints and early stops as listeners of the
         # loop's events (mtbio.training.events), before any listener of the caller's (the affinity probe)
         self.listeners: list[Listener] = [Schedule(config.eval_every, config.save_every),
@@ -225,13 +265,13 @@ class Trainer:
         self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
         groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
         groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
-        name, options = config.optimizer_spec()
-        optimizer = build_optimizer(groups, name, lr, bias_correction=not config.no_bias_correction, options=options)
+        name, settings = config.optimizer
+        optimizer = build_optimizer(groups, name, lr, bias_correction=not config.no_bias_correction, options=settings)
         self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup, config.schedule)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
-        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, StepOptions.of(config), accelerator,
+        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, config.step, accelerator,
                                  self.pad_id, packed, offset)
 
     # ------------------------------------------------------------------ public API
@@ -260,7 +300,7 @@ class Trainer:
 
     def train(self) -> TrainerState:
         """Run to `total_steps`, evaluating on dev each epoch (or every `eval_every` steps)."""
-        cfg = self.config
+        cfg = self.options
         if cfg.resume:
             self._resume()
         # from_pretrained returns the encoder in eval mode: without this, dropout would stay off
@@ -337,7 +377,7 @@ class Trainer:
         task_name = self.engine.step(micro, self.state)
         self.state.global_step += 1
         step, warm = self.state.global_step, warm_up_steps(self.total_steps)
-        log_now = step % self.config.log_every == 0 or step == self.total_steps
+        log_now = step % self.options.log_every == 0 or step == self.total_steps
         if log_now or step % self.read_every == 0 or step in (warm, self.total_steps):
             self.read_losses()
         if log_now:
@@ -376,9 +416,9 @@ class Trainer:
 
     def _predict_share(self, name: str, part: Any) -> list[Any]:
         """This process's share of the split's predictions, gathered from every process (examples' order)."""
-        batches = list(part.eval_batches(self.config.eval_batch_size))
+        batches = list(part.eval_batches(self.options.eval_batch_size))
         mine = batches[self.accelerator.process_index::self.accelerator.num_processes]
-        predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.config.eval_batch_size,
+        predictions = predict_split(self.unwrapped, name, part, self.pad_id, self.options.eval_batch_size,
                                     self.accelerator.device, self.accelerator.autocast,
                                     progress=self.accelerator.is_main_process, batches=mine)
         pairs = [(i, predictions[i]) for indices in mine for i in indices]
@@ -412,9 +452,9 @@ class Trainer:
     def fit_decisions(self) -> None:
         """--thresholds fit: each head with a fitted decision rule (`Head.fits_decision`) refits it on the current
         weights' predictions for (up to `FIT_EXAMPLES` of) its training examples."""
-        if self.config.thresholds != "fit":
+        if self.options.thresholds != "fit":
             return
-        size = self.config.eval_batch_size
+        size = self.options.eval_batch_size
         for name, data in self.data.items():
             head = self.unwrapped.heads[name]
             if not head.fits_decision:
