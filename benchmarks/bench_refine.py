@@ -42,7 +42,7 @@ from mtbio.experiments.common import resolve_tasks  # noqa: E402
 from mtbio.experiments.refine import refine  # noqa: E402
 from mtbio.model.encoder import load_tokenizer  # noqa: E402
 from mtbio.training.config import RunConfig  # noqa: E402
-from mtbio.training.trainer import build_sampler  # noqa: E402
+from mtbio.training.trainer import TrainerOptions, build_sampler  # noqa: E402
 
 BATCH_SIZE, MAX_LENGTH = 32, 128
 ACCEPTANCE = 0.10  # the issue: padded tokens at most 10% of all tokens in refine batches
@@ -52,7 +52,7 @@ def padding(config: RunConfig, lengths: Mapping[str, Sequence[int]], packed: Seq
     """Padded share of all tokens over epoch 0 of the mixer (each batch padded to its longest
     example, or packed for the `packed` tasks), per task, and the same for random batches and for
     padding to max length."""
-    plan = build_sampler(config, lengths, packed).plan(0)
+    plan = build_sampler(TrainerOptions.of(config), lengths, packed).plan(0)
     rng = np.random.default_rng(config.seed)
     random_batches: list[Batch] = []
     for task, values in lengths.items():
@@ -102,7 +102,7 @@ def bench(args: argparse.Namespace, peaks: dict[str, float], workdir: Path) -> d
 
     # mtbio reports rates; the replayed batches give the examples, tokens and FLOPs behind them
     pad = padding(config, lengths, results["packed_tasks"])
-    batches = trained_batches(build_sampler(config, lengths, results["packed_tasks"]), results["steps"])
+    batches = trained_batches(build_sampler(TrainerOptions.of(config), lengths, results["packed_tasks"]), results["steps"])
     real = [lengths[task][i] for task, indices in batches for i in indices]
     seconds = len(real) / results["train_examples_per_second"]
     if abs(sum(real) / seconds / results["train_tokens_per_second"] - 1) > 1e-6:

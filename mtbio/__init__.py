@@ -36,19 +36,21 @@ def task_from_dataset(dataset: Any, name: str, type: str, columns: dict[str, str
     return make(dataset, name, type, columns, metric, **fields)
 
 
-def _config(options: dict[str, Any]) -> Any:
-    """A RunConfig from keyword options named as the CLI's flags (underscores), `config=` a YAML file;
-    a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
-    from mtbio.training.config import RunConfig, build_config
+def _config(options: dict[str, Any], study: bool = False) -> Any:
+    """A RunConfig (a StudyConfig for a study) from keyword options named as the CLI's flags (underscores), `config=`
+    a YAML file; a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
+    from mtbio.experiments.study_config import StudyConfig
+    from mtbio.training.config import build_config
     from mtbio.training.option_files import read_config_file
 
     config_file = options.pop("config", None)
     file_values = read_config_file(config_file) if config_file else {}
     for name, value in list(options.items()):
-        field = RunConfig.model_fields.get(name)
+        field = StudyConfig.model_fields.get(name)
         if isinstance(value, str) and field is not None and field.default_factory is list:
             options[name] = [v.strip() for v in value.split(",") if v.strip()]
-    return build_config(file_values, {k: v for k, v in options.items() if v is not None}, source="keyword options")
+    return build_config(file_values, {k: v for k, v in options.items() if v is not None}, source="keyword options",
+                        model=StudyConfig if study else None)
 
 
 def refine(**options: Any) -> tuple[Any, dict[str, Any]]:
@@ -74,7 +76,7 @@ def pairwise(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, 
     go to `echo`. Returns the sweep directory and relations.json's content (None for `dry_run=True`)."""
     from mtbio.experiments.pairwise import pairwise as run
 
-    return run(_config(options), echo)
+    return run(_config(options, study=True), echo)
 
 
 def stilt(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, dict[str, Any] | None]:
@@ -82,7 +84,7 @@ def stilt(echo: Callable[[str], None] = print, **options: Any) -> tuple[Any, dic
     the sweep directory and stilt.json's content (None for `dry_run=True`)."""
     from mtbio.experiments.stilt import stilt as run
 
-    return run(_config(options), echo)
+    return run(_config(options, study=True), echo)
 
 
 def select(echo: Callable[[str], None] = print, **options: Any) -> dict[str, Any] | None:
@@ -92,4 +94,4 @@ def select(echo: Callable[[str], None] = print, **options: Any) -> dict[str, Any
     (None for a dry run)."""
     from mtbio.experiments.select import select as run
 
-    return run(_config(options), echo)[1]
+    return run(_config(options, study=True), echo)[1]

@@ -199,10 +199,11 @@ class _IntOrWord(click.ParamType):
 
 
 def config_options(*groups: str) -> Any:
-    """Decorate a command with the options of the `RunConfig` fields in `groups` (and --config with 'training')."""
-    from mtbio.training.config import RunConfig
+    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields in `groups` (and --config with
+    'training')."""
+    from mtbio.experiments.study_config import StudyConfig
 
-    options = [_option_from_field(name, field) for name, field in RunConfig.model_fields.items()
+    options = [_option_from_field(name, field) for name, field in StudyConfig.model_fields.items()
                if (field.json_schema_extra or {}).get("group") in groups]
     if "training" in groups:
         options.insert(0, click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
@@ -219,14 +220,16 @@ def config_options(*groups: str) -> Any:
 training_options = config_options("training")
 
 
-def _run_config(values: dict[str, Any]) -> Any:
+def _run_config(values: dict[str, Any], study: bool = False) -> Any:
+    """The command's config from its options and --config file: a `RunConfig`, or a `StudyConfig` for a study."""
+    from mtbio.experiments.study_config import StudyConfig
     from mtbio.training.config import build_config
     from mtbio.training.option_files import read_config_file
 
     config_file = values.pop("config_file", None)
     file_values = read_config_file(config_file) if config_file else {}
     given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v not in (None, ())}
-    return build_config(file_values, given, source=config_file or "options")
+    return build_config(file_values, given, source=config_file or "options", model=StudyConfig if study else None)
 
 
 def _print_results(run_dir: Any, results: dict[str, Any]) -> None:
@@ -368,7 +371,7 @@ def _run_sweep(run: Any, values: dict[str, Any], show: Any = None) -> None:
     from mtbio.training.trainer import StopRequested
 
     try:
-        sweep_dir, result = run(_run_config(values), echo=click.echo)
+        sweep_dir, result = run(_run_config(values, study=True), echo=click.echo)
     except StopRequested:
         raise MtbioError("stopped by a signal; run the same command again to finish the sweep") from None
     from accelerate import PartialState
@@ -447,7 +450,7 @@ def affinity(**values: Any) -> None:
     from mtbio.training.trainer import StopRequested
 
     try:
-        directory, _ = run_affinity(_run_config(values), echo=click.echo)
+        directory, _ = run_affinity(_run_config(values, study=True), echo=click.echo)
     except StopRequested:
         raise MtbioError("stopped by a signal; run the same command again (finished seeds are kept)") from None
     if PartialState().is_main_process:
@@ -455,10 +458,10 @@ def affinity(**values: Any) -> None:
 
 
 def _field_option(name: str) -> Any:
-    """The option of one `RunConfig` field outside the command's groups."""
-    from mtbio.training.config import RunConfig
+    """The option of one `StudyConfig` field outside the command's groups."""
+    from mtbio.experiments.study_config import StudyConfig
 
-    return _option_from_field(name, RunConfig.model_fields[name])
+    return _option_from_field(name, StudyConfig.model_fields[name])
 
 
 @main.command()
@@ -474,7 +477,7 @@ def select(**values: Any) -> None:
     from mtbio.training.trainer import StopRequested
 
     try:
-        _, result = run_select(_run_config(values), echo=click.echo)
+        _, result = run_select(_run_config(values, study=True), echo=click.echo)
     except StopRequested:
         raise MtbioError("stopped by a signal; run the same command again (finished runs are kept)") from None
     if result is not None and PartialState().is_main_process:

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from mtbio import cli
 from mtbio.errors import MtbioError
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.training.config import RunConfig, build_config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtbio"
@@ -20,11 +21,14 @@ def _command_fields(name: str) -> set[str]:
 
 
 def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
-    """Options come from RunConfig alone: each field is an option of some training command, with help."""
-    fields = set(RunConfig.model_fields)
+    """Options come from RunConfig and StudyConfig alone: each field is an option of some command, with help; a run
+    (refine, finetune) takes run options only, the study options are the studies'."""
+    fields = set(StudyConfig.model_fields)
     flags = set().union(*(_command_fields(c) for c in COMMANDS))
     assert flags == fields
-    assert all(RunConfig.model_fields[f].description for f in fields)
+    assert all(StudyConfig.model_fields[f].description for f in fields)
+    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields)
+    assert len(RunConfig.model_fields) == 65 and len(fields - set(RunConfig.model_fields)) == 37
     assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
     assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
@@ -37,7 +41,7 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
 def test_help_shows_every_default() -> None:
     for command in COMMANDS:
         for param in cli.main.commands[command].params:
-            field = RunConfig.model_fields.get(param.name)
+            field = StudyConfig.model_fields.get(param.name)
             if field is not None and (field.get_default(call_default_factory=True) not in (None, []) or (field.json_schema_extra or {}).get("shown")):
                 assert "[default: " in param.help, (command, param.name)
     text = " ".join(CliRunner().invoke(cli.main, ["refine", "--help"]).output.split())

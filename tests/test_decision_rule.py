@@ -111,7 +111,7 @@ def test_adaptive_rounds_add_seeds_only_to_undecided_edges_and_stop(
         tmp_path: Path, keyword_tasks: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Synthetic scores (no training): every edge but kw-noise → kw-all is decided at 3 seeds."""
     from mtbio.experiments import pairwise as module
-    from mtbio.training.config import RunConfig
+    from mtbio.experiments.study_config import StudyConfig
 
     def score(cell: Any, task: Any, split: str = "dev") -> float:
         if cell.kind == "baseline":
@@ -129,8 +129,8 @@ def test_adaptive_rounds_add_seeds_only_to_undecided_edges_and_stop(
     monkeypatch.setattr(module, "cell_score", score)
     monkeypatch.setattr(module, "drive_sweep", drive)
     defs, data = keyword_tasks
-    config = RunConfig(tasks=["kw-few", "kw-all", "kw-noise"], task_defs=[defs], data_dir=data, encoder="x",
-                       output=str(tmp_path / "s"), seeds=3, max_seeds=5)
+    config = StudyConfig(tasks=["kw-few", "kw-all", "kw-noise"], task_defs=[defs], data_dir=data, encoder="x",
+                         output=str(tmp_path / "s"), seeds=3, max_seeds=5)
     _, relations = module.pairwise(config, echo=lambda _: None)
     assert relations is not None
     assert [len(r) for r in rounds] == [18, 20, 22]  # 3 seeds × (3 baselines + 3 pairs), then +2, +2

@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 import yaml
 from click.testing import CliRunner
 
 from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.pairwise import pairwise
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.reporting.plots import _digits
 from mtbio.reporting.relations import build_relations, report_relations
 from mtbio.reporting.verdicts import IMPROVES, NO_EFFECT, UNDECIDED, WITHHELD
@@ -106,7 +108,7 @@ def test_a_quick_run_scores_a_fixed_dev_subset_and_says_so(tmp_path: Path, tiny_
 def test_a_one_seed_sweep_draws_no_coloured_edge(tmp_path: Path, micro_encoder: str,
                                                  keyword_tasks: tuple[str, str]) -> None:
     defs, data = keyword_tasks
-    config = RunConfig(tasks=["kw-few", "kw-all"], task_defs=[defs], data_dir=data, encoder=micro_encoder,
+    config = StudyConfig(tasks=["kw-few", "kw-all"], task_defs=[defs], data_dir=data, encoder=micro_encoder,
                        output=str(tmp_path / "sweep"), epochs=4, batch_size=8, lr=5e-3, seeds=1)
     lines: list[str] = []
     sweep_dir, relations = pairwise(config, echo=lines.append)
@@ -150,8 +152,10 @@ def test_the_heatmap_shows_enough_digits_to_tell_cells_apart() -> None:
 
 
 def test_seeds_auto_is_the_adaptive_design_written_out() -> None:
-    assert (RunConfig(seeds="auto").seeds, RunConfig(seeds="auto").max_seeds) == (3, 8)
-    assert RunConfig(seeds="auto", max_seeds=5).max_seeds == 5
+    assert (StudyConfig(seeds="auto").seeds, StudyConfig(seeds="auto").max_seeds) == (3, 8)
+    assert StudyConfig(seeds="auto", max_seeds=5).max_seeds == 5
+    with pytest.raises(ValidationError, match="this command runs a fixed number of seeds"):
+        RunConfig(seeds="auto")  # a run (refine, finetune) has no adaptive design
     with pytest.raises(MtbioError, match="--seeds must be at least 1"):
         build_config({}, {"seeds": 0})
     refused = CliRunner().invoke(main, ["stilt", "--tasks", "chemprot,ddi", "--seeds", "auto"])

@@ -15,7 +15,7 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import affinity
 from mtbio.experiments.predictors import PREDICTORS
-from mtbio.training.config import RunConfig
+from mtbio.experiments.study_config import StudyConfig
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def known_tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def _run(known_tasks: tuple[str, str], encoder: str, output: Path, predictor: str, **extra: object) -> dict:
     defs, data = known_tasks
-    config = RunConfig(tasks=["tgt", "copy", "shuffled", "filler"], task_defs=[defs], data_dir=data, encoder=encoder,
+    config = StudyConfig(tasks=["tgt", "copy", "shuffled", "filler"], task_defs=[defs], data_dir=data, encoder=encoder,
                        output=str(output), predictor=predictor, batch_size=8, **extra)
     directory, result = affinity(config, echo=lambda _: None)
     assert json.loads((directory / "affinity.json").read_text()) == json.loads(json.dumps(result))
@@ -143,7 +143,7 @@ def test_a_cheap_prediction_is_judged_against_a_pairwise_graph(tmp_path: Path, m
 def test_a_predictor_has_an_options_model_set_by_its_flags(tmp_path: Path) -> None:
     from mtbio.experiments.predictors import FisherOptions, PredictionJob
 
-    config = RunConfig(predictor="fisher", predictor_examples=12, fisher_steps=3)
+    config = StudyConfig(predictor="fisher", predictor_examples=12, fisher_steps=3)
     assert PREDICTORS.get("fisher").options is FisherOptions
     assert PredictionJob(config, [], tmp_path, tmp_path).options == FisherOptions(examples=12, head_steps=3)
     assert PredictionJob(config.model_copy(update={"predictor": "size_ratio"}), [], tmp_path, tmp_path).options.model_dump() == {}

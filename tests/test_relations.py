@@ -13,16 +13,16 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.pairwise import pairwise
 from mtbio.experiments.stilt import stilt
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.reporting.relations import report_relations
 from mtbio.reporting.verdicts import HURTS, IMPROVES, NO_EFFECT, judge
-from mtbio.training.config import RunConfig
 
-def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> RunConfig:
+def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> StudyConfig:
     defs, data = keyword_tasks
     values = dict(tasks=["kw-few", "kw-all", "kw-noise"], task_defs=[defs], data_dir=data, encoder=encoder,
                   output=str(output), epochs=4, batch_size=8, lr=5e-3, seeds=3)
     values.update(overrides)
-    return RunConfig(**values)
+    return StudyConfig(**values)
 
 
 # ---- the verdict rule ------------------------------------------------------------------------------
@@ -231,10 +231,9 @@ def test_sweep_under_accelerate_launch_runs_each_cell_once(
 def test_the_time_estimate_counts_steps_as_the_trainer_does(tmp_path: Path) -> None:
     """Per-task rounding: 33 + 33 examples at batch 32 are 2 + 2 batches an epoch, not ceil(66 / 32) = 3."""
     from mtbio.experiments.sweep import Cell, cell_work
-    from mtbio.training.config import RunConfig
     from mtbio.training.trainer import TrainerOptions, build_sampler, run_length
 
-    config = RunConfig(batch_size=32, epochs=2, eval_test=True, recipe="mt-bert")  # no step floor
+    config = StudyConfig(batch_size=32, epochs=2, eval_test=True, recipe="mt-bert")  # no step floor
     sizes = {"a": {"train": 33, "dev": 10, "test": 5}, "b": {"train": 40, "dev": 7, "test": 1}}
     cell = Cell("pair", ("a", "b"), 42, tmp_path / "c", "refine", 5e-5)
     work = cell_work(cell, config.model_copy(update={"max_train_examples": 33}), sizes)

@@ -14,7 +14,7 @@ import mtbio.experiments.sweep as sweep
 from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.select import select
-from mtbio.training.config import RunConfig
+from mtbio.experiments.study_config import StudyConfig
 
 
 def _options(keyword_tasks: tuple[str, str], encoder: str, output: Path) -> dict[str, object]:
@@ -32,7 +32,7 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
                                                     keyword_tasks: tuple[str, str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "sel"
-    config = RunConfig(**_options(keyword_tasks, micro_encoder, out))
+    config = StudyConfig(**_options(keyword_tasks, micro_encoder, out))
     real, calls = sweep.train_tasks, []
 
     def interrupted(tasks, cell_config, run_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -111,7 +111,7 @@ def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, mi
     assert not (tmp_path / "nv" / "pairwise" / "pairs").exists()
     assert (tmp_path / "nv" / "groups" / "kw-few+kw-all" / "seed-42" / "results.json").is_file()
     assert "--no-verify" in (tmp_path / "nv" / "select.md").read_text()
-    own = RunConfig(**{**_options(keyword_tasks, micro_encoder, tmp_path / "own"), "verify": False, "seeds": 1,
+    own = StudyConfig(**{**_options(keyword_tasks, micro_encoder, tmp_path / "own"), "verify": False, "seeds": 1,
                        "matched_steps": False, "group_training": "ratio"})
     _, unmatched = select(own, echo=lambda _: None)
     assert unmatched is not None and unmatched["max_steps"] is None
@@ -129,9 +129,9 @@ def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, ke
                             ({"predictor": "nope"}, "unknown transfer predictor"),
                             ({"predictor": "cosine", "dry_run": True}, "needs its joint runs")):
         with pytest.raises(MtbioError, match=message):
-            select(RunConfig(**{**options, **update}), echo=lambda _: None)
+            select(StudyConfig(**{**options, **update}), echo=lambda _: None)
     lines: list[str] = []
-    assert select(RunConfig(**{**options, "dry_run": True}), echo=lines.append) == (tmp_path / "x", None)
+    assert select(StudyConfig(**{**options, "dry_run": True}), echo=lines.append) == (tmp_path / "x", None)
     assert any("pair kw-few + kw-all" in line for line in lines) and not (tmp_path / "x" / "pairwise" / "pairs").exists()
 
 
@@ -140,7 +140,7 @@ def test_select_adds_seeds_to_undecided_pairs_with_max_seeds(tmp_path: Path, mic
     """--max-seeds 3 from 2 seeds: the pair (undecided: no verdict under 3 seeds) gets a third seed, with the
     target alone at it; the comparison arms keep the starting seeds."""
     out = tmp_path / "adaptive"
-    config = RunConfig(**{**_options(keyword_tasks, micro_encoder, out), "max_seeds": 3})
+    config = StudyConfig(**{**_options(keyword_tasks, micro_encoder, out), "max_seeds": 3})
     lines: list[str] = []
     _, result = select(config, echo=lines.append)
     assert result is not None and result["pairs"]["kw-all"]["n_seeds"] == 3

@@ -20,17 +20,17 @@ from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments import cell_locks
 from mtbio.experiments.pairwise import pairwise
-from mtbio.training.config import RunConfig
+from mtbio.experiments.study_config import StudyConfig
 
 THREE = ["kw-few", "kw-all", "kw-noise"]
 
 
-def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> RunConfig:
+def _config(keyword_tasks: tuple[str, str], encoder: str, output: Path, **overrides: object) -> StudyConfig:
     defs, data = keyword_tasks
     values = dict(tasks=THREE, task_defs=[defs], data_dir=data, encoder=encoder, output=str(output), epochs=1,
                   batch_size=8, lr=5e-3, seeds=1)
     values.update(overrides)
-    return RunConfig(**values)
+    return StudyConfig(**values)
 
 
 def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, *extra: str) -> list[str]:
@@ -298,7 +298,7 @@ def test_sbatch_parameters_come_from_the_yaml_file_and_the_flags(tmp_path: Path,
 
     (tmp_path / "slurm.yaml").write_text("cluster: slurm\nslurm_partition: short\ntimeout_min: 30\n"
                                          "slurm_additional_parameters: {constraint: a100}\n")
-    config = RunConfig(launcher="slurm", slurm_config=str(tmp_path / "slurm.yaml"), slurm_partition="gpu",
+    config = StudyConfig(launcher="slurm", slurm_config=str(tmp_path / "slurm.yaml"), slurm_partition="gpu",
                        slurm_time=90, slurm_account="lab42", cell_gpus=1, cell_cpus=8)
     executor = make_executor(config, tmp_path / "jobs")
     text = executor._executor._make_submission_file_text("python -u -m submitit.core._submit jobs", "uid")
@@ -331,7 +331,7 @@ def test_parallel_auto_takes_a_process_per_gpu_else_a_single_thread_process_per_
     assert local_layout("auto", 10, gpus=["0", "3"], cores=16) == Layout(2, 8, ("0", "3"))
     assert local_layout(3, 10, gpus=[], cores=2) == Layout(3, 1)  # explicit: as asked, even past the cores
     assert local_layout(1, 10, gpus=["0"], cores=8) == Layout(1, 8)
-    assert RunConfig(parallel="auto").parallel == "auto" and RunConfig(parallel=2).parallel == 2
+    assert StudyConfig(parallel="auto").parallel == "auto" and StudyConfig(parallel=2).parallel == 2
     assert Layout(2, 1).describe() == "2 processes, 1 CPU thread(s) each"
 
 

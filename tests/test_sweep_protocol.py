@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from mtbio.errors import MtbioError
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import check_protocol, protocol, record_protocol
 from mtbio.training.config import RunConfig, protocol_options, run_options
 
@@ -27,12 +28,12 @@ def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
     # options added since were off (their field defaults) when the sweep ran, whatever today's recipe sets
     added = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()
              if k not in saved}
-    config = RunConfig(**added, **saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
+    config = StudyConfig(**added, **saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
     check_protocol(sweep_dir, config)
     if "min_steps" in added and config.recipe == "minilm":  # today's recipe trains otherwise: refused, named
         with pytest.raises(MtbioError, match="min_steps: None there, 200 now"):
-            check_protocol(sweep_dir, RunConfig(**saved, tasks=["a"], seed=1, output="elsewhere"))
-    changed = RunConfig(**{**saved, "batch_size": saved["batch_size"] + 1})
+            check_protocol(sweep_dir, StudyConfig(**saved, tasks=["a"], seed=1, output="elsewhere"))
+    changed = StudyConfig(**{**saved, "batch_size": saved["batch_size"] + 1})
     with pytest.raises(MtbioError, match="batch_size"):
         check_protocol(sweep_dir, changed)
 
@@ -42,12 +43,12 @@ def test_protocol_is_every_training_option_not_set_per_cell() -> None:
     assert declared == {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "recipe", "resume", "save_every",
                         "log_every"}
     assert set(protocol_options()) == {n for n in run_options() if n not in declared} - {"from_run", "finetune_heads"}
-    assert {"mixer", "weighting", "epochs", "lr"} <= set(protocol(RunConfig()))
-    assert not {"launcher", "alpha", "predictor", "seeds"} & set(protocol(RunConfig()))  # sweep and command options
+    assert {"mixer", "weighting", "epochs", "lr"} <= set(protocol(StudyConfig()))
+    assert not {"launcher", "alpha", "predictor", "seeds"} & set(protocol(StudyConfig()))  # sweep and command options
 
 
 def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
-    annealed = RunConfig(mixer={"name": "annealed", "anneal_to": 0.5}, weighting={"name": "uncertainty"})
+    annealed = StudyConfig(mixer={"name": "annealed", "anneal_to": 0.5}, weighting={"name": "uncertainty"})
     record_protocol(tmp_path, annealed)
     check_protocol(tmp_path, annealed)
     with pytest.raises(MtbioError, match="mixer"):
@@ -59,7 +60,7 @@ def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
     saved = json.loads((old / "sweep.json").read_text())["protocol"]
     assert "weighting" not in saved
     # recorded before --weighting (and the small-data options) existed: trained at their defaults
-    check_protocol(old, RunConfig(**saved, recipe="mt-bert"))
+    check_protocol(old, StudyConfig(**saved, recipe="mt-bert"))
 
 
 def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: Path, tiny_encoder: str) -> None:
@@ -71,7 +72,7 @@ def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: P
     from mtbio.experiments.refine import refine
 
     def run(name: str, **cadence: int) -> tuple[dict, dict]:
-        config = RunConfig(tasks=["demo-ner", "demo-relation"], task_defs=[str(SAMPLE_DIR / "task_defs")],
+        config = StudyConfig(tasks=["demo-ner", "demo-relation"], task_defs=[str(SAMPLE_DIR / "task_defs")],
                            data_dir=str(SAMPLE_DIR), encoder=tiny_encoder, output=str(tmp_path / name), max_steps=4,
                            batch_size=8, max_train_examples=32, seed=3, max_length=48, **cadence)
         run_dir, results = refine(config)
@@ -80,6 +81,6 @@ def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: P
     often, once = run("often", save_every=1, log_every=1), run("once")
     assert often[1] == once[1]
     assert set(often[0]) == set(once[0]) and all(torch.equal(often[0][k], once[0][k]) for k in once[0])
-    config = RunConfig(tasks=["a"], save_every=1, log_every=1)
-    record_protocol(tmp_path / "sweep", RunConfig(tasks=["a"]))
+    config = StudyConfig(tasks=["a"], save_every=1, log_every=1)
+    record_protocol(tmp_path / "sweep", StudyConfig(tasks=["a"]))
     check_protocol(tmp_path / "sweep", config)  # a sweep's copies may checkpoint more often

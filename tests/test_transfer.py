@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from mtbio.errors import MtbioError
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.transfer import size_of, target_sizes, transfer_plan
 from mtbio.reporting.verdicts import t_interval
-from mtbio.training.config import RunConfig
 
 
 def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str, *more: str) -> list[str]:
@@ -85,7 +85,7 @@ def test_transfer_trains_each_target_from_both_encoders_and_resumes(
 
 def test_a_target_must_be_missing_from_some_refinement_set(keyword_tasks: tuple[str, str]) -> None:
     defs, data = keyword_tasks
-    config = RunConfig(refine_on=["kw-all,kw-few"], transfer_targets=["kw-few"], task_defs=[defs], data_dir=data)
+    config = StudyConfig(refine_on=["kw-all,kw-few"], transfer_targets=["kw-few"], task_defs=[defs], data_dir=data)
     with pytest.raises(MtbioError, match="kw-few are in every refinement set"):
         transfer_plan(config)
     assert size_of("all", 96) == 96 and size_of("200", 96) == 96 and size_of("50", 96) == 50

@@ -17,13 +17,13 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds, resolve_tasks
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.predictors import PREDICTORS, PredictionJob
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import check_data, processes
 from mtbio.reporting.affinity import JOINT_PREDICTORS, write_affinity
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import RunConfig
 
 
-def predict_relations(config: RunConfig, tasks: list[TaskDef], directory: Path,
+def predict_relations(config: StudyConfig, tasks: list[TaskDef], directory: Path,
                       echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run `config.predictor` on `tasks` into `directory` and write its files; returns affinity.json's content."""
     predict = PREDICTORS.get(config.predictor)
@@ -44,7 +44,7 @@ def predict_relations(config: RunConfig, tasks: list[TaskDef], directory: Path,
     return result
 
 
-def affinity(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+def affinity(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """Predict the relations of the tasks (resuming the joint runs of lookahead and cosine); returns
     the directory and affinity.json's content."""
     refuse_adaptive_seeds(config, "affinity")

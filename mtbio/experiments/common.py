@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 from mtbio.errors import MtbioError
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.reporting.verdicts import Rule
 from mtbio.tasks.loading import TaskCatalog, load_catalog, resolve_data_dir
 from mtbio.tasks.schema import TaskDef
@@ -36,15 +37,15 @@ def default_run_name(tasks: list[TaskDef], config: RunConfig) -> str:
     return f"{label}-seed{config.seed}"
 
 
-def decision_rule(config: RunConfig) -> Rule:
+def decision_rule(config: StudyConfig) -> Rule:
     """The rule a study's comparisons are judged by: --rule, --alpha, --min-delta, --correction, --spending, and
     the looks of adaptive seeds (--seeds first, --max-seeds last)."""
     looks = (int(config.seeds or AUTO_SEEDS), config.max_seeds) if config.max_seeds else None
     return Rule(config.rule, config.alpha, config.min_delta, config.correction, config.spending, looks)
 
 
-def refuse_adaptive_seeds(config: RunConfig, command: str) -> None:
-    """Adaptive seeds are pairwise's and select's; any other command says so instead of ignoring them."""
+def refuse_adaptive_seeds(config: StudyConfig, command: str) -> None:
+    """Adaptive seeds are pairwise's and select's; any other study says so instead of ignoring them."""
     if config.max_seeds is not None:
         raise MtbioError(f"{command} runs a fixed number of seeds: give --seeds N (adaptive seeds, --seeds auto or "
                          "--max-seeds, are for pairwise and select)")

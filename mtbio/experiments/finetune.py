@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import data_dir_for, refuse_adaptive_seeds, resolve_tasks
+from mtbio.experiments.common import data_dir_for, resolve_tasks
 from mtbio.experiments.training_run import train_tasks
 from mtbio.training.checkpoint import latest_checkpoint
 from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
@@ -28,7 +28,6 @@ def _finished_for_good(run_dir: Path) -> bool:
 
 def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
     """Fine-tune each task separately; returns (run directory, results) per task."""
-    refuse_adaptive_seeds(config, "finetune")
     tasks = resolve_tasks(config)
     if config.from_run:
         source_dir = Path(config.from_run)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.launchers import launch
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import (Cell, check_protocol, failed_cells, failure_message, processes, protocol,
                                     record_cells, seeds_of)
 from mtbio.fileio import write_json
@@ -25,15 +26,15 @@ from mtbio.reporting.affinity import build_affinity
 from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import POINTS_FILE
-from mtbio.training.config import REFINE_LR, RunConfig
+from mtbio.training.config import REFINE_LR
 
 
-def measurement(config: RunConfig) -> dict[str, Any]:
+def measurement(config: StudyConfig) -> dict[str, Any]:
     return {"affinity_every": config.affinity_every, "affinity_batch_size": config.affinity_batch_size,
             "affinity_split": config.affinity_split}
 
 
-def check_measurement(directory: Path, config: RunConfig) -> None:
+def check_measurement(directory: Path, config: StudyConfig) -> None:
     """The training options (as a sweep checks them) and the measurement settings must match the saved ones."""
     check_protocol(directory, config)
     path = SweepDir(directory).protocol_file
@@ -42,7 +43,7 @@ def check_measurement(directory: Path, config: RunConfig) -> None:
         raise MtbioError(f"{directory} holds runs measured with {saved}; use the same settings or another --output")
 
 
-def joint_affinity(config: RunConfig, tasks: list[TaskDef], data_dir: Path, directory: Path, default: str,
+def joint_affinity(config: StudyConfig, tasks: list[TaskDef], data_dir: Path, directory: Path, default: str,
                    echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run (or resume) the joint run of every seed; returns affinity.json's content (`default`: the
     predictor its graph shows)."""

@@ -17,17 +17,17 @@ from accelerate import Accelerator
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
 from mtbio.experiments.layout import Layout, local_layout
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells,
                                      failure_message, record_cells, record_protocol, unsettled, work_through,
                                      write_summary)
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import RunConfig
 from mtbio.training.trainer import StopRequested, make_accelerator
 
 DEFAULT_SLURM_MINUTES = 60
 
 
-def drive_sweep(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def drive_sweep(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                 state: Accelerator, sweep_dir: Path, collect: Callable[[list[Cell]], dict[str, Any]],
                 write: Callable[[Path, dict[str, Any]], list[Path]], echo: Callable[[str], None] = print
                 ) -> dict[str, Any] | None:
@@ -60,7 +60,7 @@ def silent(_line: str) -> None:
     """Progress lines come from the main process only."""
 
 
-def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def launch(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
            state: Accelerator, sweep_dir: Path, echo: Callable[[str], None] = print) -> bool:
     """Run the sweep's unfinished cells with `config.launcher`; True when no cell is left to train
     (False: SLURM jobs were submitted and run on their own)."""
@@ -91,7 +91,7 @@ def launch(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], da
     return True
 
 
-def run_cell_job(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+def run_cell_job(cell: Cell, cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef],
                  data_dir: Path | None, threads: int | None = None) -> str:
     """The job function of one cell (a Ray task, a SLURM job): claim, train, record; returns the cell's
     state afterwards (done | failed). Waits for an intermediate and for another owner of the cell."""
@@ -105,7 +105,7 @@ def run_cell_job(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict
 
 
 # ---- local: N processes on this machine ---------------------------------------------------------
-def _local_worker(slot: int, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+def _local_worker(slot: int, cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef],
                   data_dir: Path | None, threads: int, gpus: list[str]) -> None:
     """One of --parallel processes: its own GPU (or its share of the cores), then the claim loop."""
     if gpus:
@@ -119,7 +119,7 @@ def _local_worker(slot: int, cells: list[Cell], config: RunConfig, catalog: dict
                                                                                      flush=True))
 
 
-def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def run_local_processes(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                         layout: Layout, echo: Callable[[str], None]) -> None:
     """--parallel: the layout's processes, spawned, work through the cells (the locks split them)."""
     import multiprocessing
@@ -158,7 +158,7 @@ def run_local_processes(cells: list[Cell], config: RunConfig, catalog: dict[str,
 
 
 # ---- ray: one task per cell ---------------------------------------------------------------------
-def run_on_ray(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def run_on_ray(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                echo: Callable[[str], None]) -> None:
     """Each unfinished cell is a Ray task asking for --cell-cpus/--cell-gpus, on --ray-address or a
     Ray instance started here (or the one this process already started)."""
@@ -185,7 +185,7 @@ def run_on_ray(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef]
             ray.shutdown()
 
 
-def _ray_cell(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef],
+def _ray_cell(cell: Cell, cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef],
               data_dir: Path | None) -> str:
     import ray
 
@@ -194,7 +194,7 @@ def _ray_cell(cell: Cell, cells: list[Cell], config: RunConfig, catalog: dict[st
 
 
 # ---- slurm: one job per cell, through submitit ----------------------------------------------------
-def executor_parameters(config: RunConfig) -> dict[str, Any]:
+def executor_parameters(config: StudyConfig) -> dict[str, Any]:
     """submitit's parameters: the --slurm-config file, then the flags (flags win)."""
     from mtbio.tasks.loading import read_yaml
 
@@ -214,7 +214,7 @@ def executor_parameters(config: RunConfig) -> dict[str, Any]:
     return values
 
 
-def make_executor(config: RunConfig, folder: Path) -> Any:
+def make_executor(config: StudyConfig, folder: Path) -> Any:
     """A submitit AutoExecutor for the cells (`cluster` from the YAML file, else SLURM)."""
     try:
         import submitit
@@ -235,7 +235,7 @@ def make_executor(config: RunConfig, folder: Path) -> Any:
     return executor
 
 
-def submit_to_slurm(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def submit_to_slurm(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                     sweep_dir: Path, echo: Callable[[str], None]) -> int:
     """Submit one job per unfinished cell that no live owner holds, as one array; returns how many."""
     todo = [c for c in unsettled(cells, cells, config.retries) if not held_by_other(c.run_dir)]

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, resolve_tasks
 from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
                                     seeds_of)
 from mtbio.reporting.affinity import pruned_pairs, read_json
@@ -25,7 +26,7 @@ from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
 
 
-def sweep_dir_for(config: RunConfig, tasks: list[TaskDef], kind: str) -> Path:
+def sweep_dir_for(config: StudyConfig, tasks: list[TaskDef], kind: str) -> Path:
     """`--output`, else runs/<kind>/<domain or task names> (stable, so a rerun resumes)."""
     if config.output:
         return Path(config.output)
@@ -33,7 +34,7 @@ def sweep_dir_for(config: RunConfig, tasks: list[TaskDef], kind: str) -> Path:
     return Path("runs") / kind / label
 
 
-def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: RunConfig,
+def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: StudyConfig,
                    keep: set[frozenset[str]] | None = None) -> list[Cell]:
     """Baselines first, then the pairs (those in `keep`, when given), seed by seed."""
     lr = config.learning_rate(REFINE_LR)
@@ -51,7 +52,7 @@ def pair_cell(sweep_dir: Path, pair: tuple[str, ...], seed: int, lr: float) -> C
     return Cell("pair", (a, b), seed, sweep_dir / "pairs" / f"{a}+{b}" / f"seed-{seed}", "refine", lr)
 
 
-def next_round(relations: dict[str, Any], tasks: list[TaskDef], sweep_dir: Path, config: RunConfig) -> list[Cell]:
+def next_round(relations: dict[str, Any], tasks: list[TaskDef], sweep_dir: Path, config: StudyConfig) -> list[Cell]:
     """The cells of the next adaptive round: one more seed for the cells of every undecided edge."""
     assert config.max_seeds is not None
     order = [t.name for t in tasks]
@@ -61,7 +62,7 @@ def next_round(relations: dict[str, Any], tasks: list[TaskDef], sweep_dir: Path,
             for kind, names, seed in undecided_cells(relations, config.max_seeds)]
 
 
-def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig,
+def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: StudyConfig,
                       rule: Rule | None = None) -> dict[str, Any]:
     """Read every cell's scores and build relations.json's content, judged by `rule` (default: the config's)."""
     by_name = {t.name: t for t in tasks}
@@ -86,7 +87,7 @@ def collect_relations(cells: list[Cell], tasks: list[TaskDef], config: RunConfig
                            baseline_trivial(cells))
 
 
-def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+def pairwise(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the pairwise sweep and write its relation files; with `dry_run`, only print
     the plan. Returns the sweep directory and relations.json's content (None for a dry run)."""
     catalog = catalog_for(config)
@@ -119,7 +120,7 @@ def pairwise(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Pa
         cells += more
 
 
-def pruned(config: RunConfig, tasks: list[TaskDef], echo: Callable[[str], None]) -> set[frozenset[str]] | None:
+def pruned(config: StudyConfig, tasks: list[TaskDef], echo: Callable[[str], None]) -> set[frozenset[str]] | None:
     """--prune K --affinity DIR: the pairs holding each target's K most promising partners (None: all)."""
     if (config.prune is None) != (config.affinity is None):
         raise MtbioError("--prune K and --affinity DIR go together (the affinity run ranks each target's partners)")

@@ -28,6 +28,7 @@ from mtbio.data.pipeline import load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
 from mtbio.experiments.joint_run import joint_affinity
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import seeds_of
 from mtbio.experiments.training_run import head_config_for
 from mtbio.model.encoder import load_encoder, load_tokenizer, max_input_tokens
@@ -37,7 +38,6 @@ from mtbio.registry import Registry
 from mtbio.reporting.affinity import build_scores
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import cosine_matrix
-from mtbio.training.config import RunConfig
 from mtbio.training.task_embeddings import fisher_embedding, text_embedding
 
 
@@ -86,7 +86,7 @@ def register_predictor(name: str, *, options: type[PredictorOptions] = Predictor
 class PredictionJob:
     """What a predictor works on: the options, the tasks, their data, and a directory of its own."""
 
-    config: RunConfig
+    config: StudyConfig
     tasks: list[TaskDef]
     data_dir: Path
     directory: Path

@@ -31,6 +31,7 @@ from mtbio.experiments.affinity import predict_relations
 from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule
 from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.pairwise import pair_cell
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
@@ -39,10 +40,10 @@ from mtbio.reporting.selection import build_selection, ranking, selection_markdo
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import TaskCatalog
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import REFINE_LR, RunConfig
+from mtbio.training.config import REFINE_LR
 
 
-def select(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Rank, verify and compare (module docstring); returns the directory and select.json's content (None
     for a dry run, or while cells still run elsewhere)."""
     catalog = catalog_for(config)
@@ -142,7 +143,7 @@ def group_cells(groups_dir: Path, target: str, partners: list[str], seed: int, l
                           from_cell=refined.run_dir)]
 
 
-def _pair_steps(config: RunConfig, catalog: TaskCatalog, data_dir: Path | None, target: str,
+def _pair_steps(config: StudyConfig, catalog: TaskCatalog, data_dir: Path | None, target: str,
                 partners: list[str]) -> int:
     """The optimizer steps of the longest pair of `target` with one of `partners`, each under the recipe."""
     from mtbio.data.loading import split_sizes
@@ -158,14 +159,14 @@ def _scores(cells: list[Cell], target: TaskDef, split: str = "dev", kind: str | 
     return {seed: score for seed, score in found.items() if score is not None}
 
 
-def _target(config: RunConfig, catalog: TaskCatalog) -> TaskDef:
+def _target(config: StudyConfig, catalog: TaskCatalog) -> TaskDef:
     named = catalog.resolve(config.target) if config.target else []
     if len(named) != 1:
         raise MtbioError("select needs one target task: --target T")
     return named[0]
 
 
-def _candidates(config: RunConfig, catalog: TaskCatalog) -> list[TaskDef]:
+def _candidates(config: StudyConfig, catalog: TaskCatalog) -> list[TaskDef]:
     """--candidates a,b,... (names or aliases) or one domain name."""
     if len(config.candidates) == 1 and config.candidates[0] in catalog.domains:
         return catalog.resolve([], config.candidates[0])
@@ -174,7 +175,7 @@ def _candidates(config: RunConfig, catalog: TaskCatalog) -> list[TaskDef]:
     return catalog.resolve(config.candidates)
 
 
-def _prediction(config: RunConfig, tasks: list[TaskDef], directory: Path,
+def _prediction(config: StudyConfig, tasks: list[TaskDef], directory: Path,
                 echo: Callable[[str], None]) -> dict[str, Any]:
     """The predictor's affinity.json over `tasks`, read back when a finished one is there."""
     path = SweepDir(directory).summary_file("affinity")

@@ -14,13 +14,14 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
 from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, seeds_of
 from mtbio.reporting.relations import build_stilt, write_stilt
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import REFINE_LR, RunConfig
+from mtbio.training.config import REFINE_LR
 
 
-def stilt_tasks(config: RunConfig) -> tuple[list[TaskDef], list[TaskDef]]:
+def stilt_tasks(config: StudyConfig) -> tuple[list[TaskDef], list[TaskDef]]:
     """Intermediate and target tasks: --intermediate / --target, each defaulting to --tasks/--domain."""
     catalog = catalog_for(config)
     everything = catalog.resolve(config.tasks, config.domain) if (config.tasks or config.domain) else []
@@ -31,7 +32,7 @@ def stilt_tasks(config: RunConfig) -> tuple[list[TaskDef], list[TaskDef]]:
     return inters, targets
 
 
-def stilt_cells(sweep_dir: Path, inters: list[TaskDef], targets: list[TaskDef], config: RunConfig) -> list[Cell]:
+def stilt_cells(sweep_dir: Path, inters: list[TaskDef], targets: list[TaskDef], config: StudyConfig) -> list[Cell]:
     """Per seed: the baselines of every task involved (the intermediate runs among them), then the transfers."""
     lr = config.learning_rate(REFINE_LR)
     names = list(dict.fromkeys([t.name for t in inters] + [t.name for t in targets]))
@@ -47,7 +48,7 @@ def stilt_cells(sweep_dir: Path, inters: list[TaskDef], targets: list[TaskDef], 
     return cells
 
 
-def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDef], config: RunConfig) -> dict[str, Any]:
+def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDef], config: StudyConfig) -> dict[str, Any]:
     by_name = {t.name: t for t in inters + targets}
     baseline: dict[str, dict[int, float]] = {t.name: {} for t in targets}
     transferred: dict[tuple[str, str], dict[int, float]] = {}
@@ -64,7 +65,7 @@ def collect_stilt(cells: list[Cell], inters: list[TaskDef], targets: list[TaskDe
                        decision_rule(config), trivial=baseline_trivial(cells))
 
 
-def stilt(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+def stilt(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
     refuse_adaptive_seeds(config, "stilt")
     inters, targets = stilt_tasks(config)

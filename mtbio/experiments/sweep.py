@@ -37,6 +37,8 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import claim, failed_out, failures, record_failure
 from mtbio.experiments.common import train_examples_of
 from mtbio.experiments.layout import local_layout
+from mtbio.experiments.study_config import run_options_of
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
 from mtbio.run_dir import RunDir, SweepDir
@@ -91,7 +93,7 @@ class Cell:
 DEFAULT_SEEDS = 3
 
 
-def seeds_of(config: RunConfig) -> list[int]:
+def seeds_of(config: StudyConfig) -> list[int]:
     """`--seeds K` (default 3) runs seeds seed, seed+1, ..., seed+K-1 (`--seed` defaults to 42)."""
     return [config.seed + i for i in range(config.seeds or DEFAULT_SEEDS)]
 
@@ -140,14 +142,14 @@ def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
         raise MtbioError("\n".join(lines))
 
 
-def protocol(config: RunConfig) -> dict[str, Any]:
+def protocol(config: StudyConfig) -> dict[str, Any]:
     """The options that decide what a cell trains (compared when a sweep directory is reused): the
     training options not set per cell (`protocol_options`, from the fields' declarations)."""
     values = config.model_dump(mode="json")
     return {k: values[k] for k in protocol_options()}
 
 
-def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
+def check_protocol(sweep_dir: Path, config: StudyConfig) -> None:
     """A sweep directory's cells must all come from the same options (read-only; every process)."""
     path = SweepDir(sweep_dir).protocol_file
     if not path.is_file():
@@ -166,7 +168,7 @@ def check_protocol(sweep_dir: Path, config: RunConfig) -> None:
                          "use the same options or another --output")
 
 
-def record_protocol(sweep_dir: Path, config: RunConfig) -> None:
+def record_protocol(sweep_dir: Path, config: StudyConfig) -> None:
     """Write sweep.json on first use of a sweep directory (main process only)."""
     path = SweepDir(sweep_dir).protocol_file
     if not path.is_file():
@@ -180,18 +182,18 @@ def declare_metrics(sweep_dir: Path, metrics: dict[str, str]) -> None:
         write_json(path, {"primary_metric": metrics})
 
 
-def cell_config(config: RunConfig, cell: Cell) -> RunConfig:
-    """The run configuration of one cell (recorded in its config.yaml)."""
+def cell_config(config: StudyConfig, cell: Cell) -> RunConfig:
+    """The run configuration of one cell (recorded in its config.yaml): the study's run options, for its cell."""
     update: dict[str, Any] = {"tasks": list(cell.tasks), "domain": None, "seed": cell.seed,
-                              "output": str(cell.run_dir), "resume": False, "intermediate": [], "target": []}
+                              "output": str(cell.run_dir), "resume": False}
     if cell.from_cell is not None:
         update.update(from_run=str(cell.from_cell), encoder=None)
     if cell.max_train_examples is not None:
         update["max_train_examples"] = cell.max_train_examples
-    return config.model_copy(update=update)
+    return run_options_of(config, **update)
 
 
-def processes(config: RunConfig) -> Accelerator:
+def processes(config: StudyConfig) -> Accelerator:
     """The process group of this sweep: created the way every cell creates it (CPU processes talk
     over gloo), before anything asks which process is the main one."""
     if config.resume:
@@ -280,7 +282,7 @@ def drop_weights(run_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def tidy(cells: list[Cell], config: RunConfig) -> None:
+def tidy(cells: list[Cell], config: StudyConfig) -> None:
     """Drop weights no cell of this sweep will read (`--keep-weights none`)."""
     if config.keep_weights == "best":
         return
@@ -305,7 +307,7 @@ def failed_cells(cells: list[Cell], retries: int) -> list[Cell]:
                                                 or (c.from_cell is not None and failed_out(c.from_cell, retries)))]
 
 
-def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> tuple[int | None, Any, bool]:
+def _claim_next(cells: list[Cell], all_cells: list[Cell], config: StudyConfig) -> tuple[int | None, Any, bool]:
     """(index, lock) of the first cell this process could claim; the flag says whether any cell is left."""
     left = unsettled(cells, all_cells, config.retries)
     for cell in left:
@@ -321,7 +323,7 @@ def _claim_next(cells: list[Cell], all_cells: list[Cell], config: RunConfig) -> 
     return None, None, bool(left)
 
 
-def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def train_cell(cell: Cell, config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                state: Accelerator) -> None:
     """Train one claimed cell: from the last checkpoint an interrupted owner left (a process killed, a session
     ended), else from scratch (what a failed attempt left is removed first)."""
@@ -341,7 +343,7 @@ def train_cell(cell: Cell, config: RunConfig, catalog: dict[str, TaskDef], data_
         shutil.rmtree(RunDir(cell.run_dir).checkpoints_dir, ignore_errors=True)
 
 
-def work_through(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
+def work_through(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,
                  state: Accelerator, echo: Callable[[str], None] = print, all_cells: list[Cell] | None = None) -> int:
     """Claim and train cells until none of `cells` is left to train; returns how many this process trained.
 
@@ -416,7 +418,7 @@ class CellWork:
     eval_examples: int
 
 
-def _epoch_plan(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> tuple[RunConfig, list[Any]]:
+def _epoch_plan(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> tuple[RunConfig, list[Any]]:
     """The cell's run options and the trainer's batch plan of its first epoch, on stand-in lengths (only the
     training-set sizes decide its length; packed rows are not counted)."""
     run = cell_config(config, cell)
@@ -424,13 +426,13 @@ def _epoch_plan(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]])
     return run, build_sampler(TrainerOptions.of(run), {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
 
 
-def cell_steps(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> int:
+def cell_steps(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> int:
     """The optimizer steps one cell will take (`sizes`: task → split → examples)."""
     run, plan = _epoch_plan(cell, config, sizes)
     return run_length(TrainerOptions.of(run), len(plan))[1]
 
 
-def cell_work(cell: Cell, config: RunConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
+def cell_work(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
     run, plan = _epoch_plan(cell, config, sizes)
     steps_per_epoch, total_steps = run_length(TrainerOptions.of(run), len(plan))
@@ -450,7 +452,7 @@ class Rates:
     basis: str
 
 
-def measured_rates(cells: list[Cell], config: RunConfig, sizes: dict[str, dict[str, int]]) -> Rates:
+def measured_rates(cells: list[Cell], config: StudyConfig, sizes: dict[str, dict[str, int]]) -> Rates:
     """Training rate: median `train_examples_per_second` of finished cells; evaluation rate: their
     evaluation examples over the wall time not spent training. Defaults when nothing finished."""
     finished = [c for c in cells if c.done]
@@ -476,7 +478,7 @@ def measured_rates(cells: list[Cell], config: RunConfig, sizes: dict[str, dict[s
                                     f"{evaluation:.1f} eval examples/s")
 
 
-def dry_run_report(cells: list[Cell], config: RunConfig, catalog: dict[str, TaskDef], data_dir: Path) -> str:
+def dry_run_report(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path) -> str:
     """The cells a sweep would train, each with its estimated time, and the total."""
     from mtbio.data.loading import split_sizes
 
@@ -525,7 +527,7 @@ def directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def disk_line(cells: list[Cell], config: RunConfig) -> str:
+def disk_line(cells: list[Cell], config: StudyConfig) -> str:
     """What the finished sweep will hold: finished cells as they are, the others as estimated."""
     per_encoder = encoder_bytes(config.encoder)
     if per_encoder is None:

@@ -21,6 +21,7 @@ from mtbio.data.loading import read_split, split_sizes
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
 from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import Cell, baseline_trivial, cell_score, check_data, processes, seeds_of
 from mtbio.fileio import write_json
 from mtbio.model.encoder import load_encoder, load_tokenizer, resolve_encoder_name
@@ -28,7 +29,7 @@ from mtbio.model.probes import no_training_scores
 from mtbio.reporting.transfer import PLAIN, build_transfer, write_transfer
 from mtbio.run_dir import RunDir
 from mtbio.tasks.schema import TaskDef
-from mtbio.training.config import REFINE_LR, RunConfig
+from mtbio.training.config import REFINE_LR
 
 DEFAULT_SIZES = ("50", "200", "1000", "all")
 NO_TRAINING_FILE = "no_training.json"
@@ -45,7 +46,7 @@ class Refinement:
     run: Path | None = None
 
 
-def transfer_plan(config: RunConfig) -> tuple[list[Refinement], list[TaskDef]]:
+def transfer_plan(config: StudyConfig) -> tuple[list[Refinement], list[TaskDef]]:
     """The refinement sets and the targets."""
     catalog = catalog_for(config)
     if not config.refine_on or not config.transfer_targets:
@@ -92,7 +93,7 @@ def target_sizes(labels: list[str], available: int) -> dict[str, int]:
 
 
 def transfer_cells(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],
-                   sizes: dict[str, dict[str, int]], config: RunConfig) -> list[Cell]:
+                   sizes: dict[str, dict[str, int]], config: StudyConfig) -> list[Cell]:
     """The refine cells first, then per target, size and seed: from the plain encoder, then from each set."""
     lr = config.learning_rate(REFINE_LR)
     refined = [Cell("refined", r.tasks, config.seed, sweep_dir / "refined" / r.name / f"seed-{config.seed}",
@@ -112,7 +113,7 @@ def transfer_cells(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDe
 
 
 def collect_transfer(cells: list[Cell], sets: list[Refinement], targets: list[TaskDef],
-                     sizes: dict[str, dict[str, int]], config: RunConfig,
+                     sizes: dict[str, dict[str, int]], config: StudyConfig,
                      no_training: dict[str, Any]) -> dict[str, Any]:
     """transfer.json's content from the finished cells (and the measured no-training baselines)."""
     by_name = {t.name: t for t in targets}
@@ -137,7 +138,7 @@ def collect_transfer(cells: list[Cell], sets: list[Refinement], targets: list[Ta
 
 
 def measure_no_training(sweep_dir: Path, sets: list[Refinement], targets: list[TaskDef],
-                        sizes: dict[str, dict[str, int]], config: RunConfig, data_dir: Path,
+                        sizes: dict[str, dict[str, int]], config: StudyConfig, data_dir: Path,
                         echo: Callable[[str], None]) -> dict[str, Any]:
     """{target: {start: {examples: {baseline: score}}}} for the plain encoder and every refined one with weights,
     measured where `no_training.json` lacks them (then saved there)."""
@@ -171,7 +172,7 @@ def measure_no_training(sweep_dir: Path, sets: list[Refinement], targets: list[T
     return found
 
 
-def transfer(config: RunConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
+def transfer(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the transfer sweep; write transfer.json and transfer.png (dry run: the plan)."""
     refuse_adaptive_seeds(config, "transfer")
     if config.adapter != "none":

@@ -206,95 +206,6 @@ class RunConfig(BaseModel):
         None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into <output>/<task>/seed-<s>/). "
         "pairwise: auto = adaptive seeds, 3 to start and more for undecided edges up to --max-seeds (default "
         f"{AUTO_MAX_SEEDS}).", group="seeds", shown="finetune 1, pairwise/stilt/affinity 3")
-    dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
-                           "hold.", group="sweep")
-    alpha: float = option(0.05, "Family-wise significance level of the decision rule.", group="sweep", gt=0, lt=1)
-    min_delta: float | None = option(None, "Smallest |mean Δ| that counts as an effect, in the metric's own units "
-                                     "(default: each metric's registered threshold, one point of a 0–1 score).",
-                                     group="sweep", ge=0)
-    rule: Literal["v1", "v2"] = option(
-        "v2", "Decision rule: v2 reads improves/hurts/no effect/undecided from the t interval against ±min-delta, "
-        "its level split over adaptive looks and the family; v1 is the rule before (p < alpha and |mean| ≥ "
-        "min-delta), kept for comparison.", group="sweep")
-    spending: Literal["obrien-fleming", "pocock"] = option(
-        "obrien-fleming", "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
-        group="sweep")
-    correction: Literal["holm", "bh", "none"] = option(
-        "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
-        group="sweep")
-    max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
-                                   "undecided edges (select: of its undecided pairs), round by round, up to N "
-                                   "seeds.", group="sweep", ge=2)
-    launcher: Literal["local", "ray", "slurm"] = option(
-        "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
-        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
-    parallel: int | Literal["auto"] = option(
-        1, "local: cells at once, one process each, taking the GPUs in turn where there are GPUs, else sharing the "
-        "cores' threads. auto: a process per GPU, else a single-thread process per core (the fastest layout "
-        "measured), at most one per cell left.", group="sweep")
-    retries: int = option(1, "Attempts after a cell's first failure (each failure is recorded beside the cell).",
-                          group="sweep", ge=0)
-    keep_weights: Literal["best", "none"] = option(
-        "none", "What a finished cell keeps: best (its best-dev encoder and heads) or none (scores, metrics and logs "
-        "only). STILT intermediates keep their weights until their targets finish.", group="sweep")
-    cell_cpus: int = option(1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1)
-    cell_gpus: int = option(0, "ray/slurm: GPUs per cell.", group="sweep", ge=0)
-    ray_address: str | None = option(None, "ray: address of a running Ray cluster.", group="sweep",
-                                     shown="a local Ray instance")
-    slurm_config: str | None = option(None, "slurm: YAML file of submitit executor parameters (slurm_partition, "
-                                      "timeout_min, slurm_account, slurm_additional_parameters, ...; cluster: local "
-                                      "runs the jobs on this machine). The flags below win.", group="sweep")
-    slurm_partition: str | None = option(None, "slurm: partition.", group="sweep")
-    slurm_time: int | None = option(None, "slurm: time limit per cell in minutes.", group="sweep", shown="60", ge=1)
-    slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
-    intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
-    target: list[str] = option([], "Target tasks (select: the one target).", group="stilt", comma=True,
-                               shown="--tasks/--domain")
-    refine_on: list[str] = option([], "transfer: a refinement set, comma-separated task names or aliases; repeat "
-                                  "for more sets (one refined encoder each). A target is fine-tuned from every set "
-                                  "that does not hold it.", group="transfer")
-    transfer_targets: list[str] = option([], "transfer: the target tasks, each fine-tuned from the plain and the "
-                                         "refined encoders.", group="transfer", comma=True, flag="--targets")
-    sizes: list[str] = option([], "transfer: the targets' training sizes, numbers of examples or all "
-                              "(a fixed subset; a smaller one lies inside a larger).", group="transfer", comma=True,
-                              shown="50,200,1000,all")
-    predictor: str = option("cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors "
-                            "(built in: lookahead and cosine from one joint run; size_ratio, text_similarity, fisher "
-                            "without one).", group="affinity")
-    predictor_examples: int = option(64, "text_similarity and fisher: the training examples per task they read (a "
-                                     "deterministic sample).", group="affinity", ge=1)
-    fisher_steps: int = option(50, "fisher: optimizer steps of each task's new head, the encoder frozen, before the "
-                               "squared gradients are taken.", group="affinity", ge=1)
-    affinity_every: int = option(100, "Measure the task affinities every N optimizer steps (and at the last step "
-                                 "if no measurement fell into the run).", group="affinity", ge=1)
-    affinity_batch_size: int = option(32, "Examples per task in each measurement batch (seeded draws from the "
-                                      "train split, apart from the training batches).", group="affinity", ge=1)
-    affinity_split: Literal["train", "dev"] = option(
-        "train", "Where the lookahead measures the target's loss: a train batch (TAG) or a dev batch (held-out).",
-        group="affinity")
-    prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
-                               "--affinity (and every baseline).", group="prune", shown="off", ge=1)
-    affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
-                                  "partners by.", group="prune")
-    prune_by: str | None = option(None, "The predictor of --affinity's affinity.json that --prune ranks by.",
-                                  group="prune", shown="the file's default predictor")
-    candidates: list[str] = option([], "select: the candidate partners, task names or aliases, or one domain.",
-                                   group="select", comma=True)
-    top: int = option(3, "select: how many of the best-ranked candidates to verify as pairs with the target.",
-                      group="select", ge=1)
-    verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
-                          "ones (off: keep the top candidates unverified).", group="select",
-                          flag="--verify/--no-verify")
-    group_training: Literal["refine-finetune", "ratio"] = option(
-        "refine-finetune", "select: how the target is trained with its partners: refine on them, then fine-tune the "
-        "target from the refined encoder (chosen on dev: examples/select_biomedical.md), or one joint run with the "
-        "ratio mixer, the target as main task.", group="select")
-    matched_steps: bool = option(True, "select: every training run (the target alone, each pair, each group's runs) "
-                                 "takes as many optimizer steps as the longest verified pair would under the recipe, "
-                                 "so that a partner's effect is not more training (--max-steps N: every run N; off: "
-                                 "each its recipe epochs).",
-                                 group="select", flag="--matched-steps/--no-matched-steps")
-
     @model_validator(mode="before")
     @classmethod
     def _apply_recipe(cls, values: Any) -> Any:
@@ -365,22 +276,20 @@ class RunConfig(BaseModel):
             raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
         return spec
 
-    @field_validator("parallel")
-    @classmethod
-    def _positive_parallel(cls, value: int | str) -> int | str:
-        if value != "auto" and value < 1:  # type: ignore[operator]
-            raise ValueError("--parallel must be at least 1 (or auto)")
-        return value
-
     @model_validator(mode="after")
     def _auto_seeds(self) -> "RunConfig":
-        """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
+        """--seeds auto: the adaptive design (`adaptive_seeds`)."""
         if self.seeds == "auto":
-            self.seeds = AUTO_SEEDS
-            self.max_seeds = self.max_seeds or AUTO_MAX_SEEDS
+            self.adaptive_seeds()
         elif self.seeds is not None and self.seeds < 1:
             raise ValueError("--seeds must be at least 1 (or auto)")
         return self
+
+    def adaptive_seeds(self) -> None:
+        """--seeds auto: a run takes a fixed number of seeds; a study's config (`StudyConfig`) writes the adaptive
+        design out."""
+        raise ValueError("this command runs a fixed number of seeds: give --seeds N (adaptive seeds, --seeds auto or "
+                         "--max-seeds, are for pairwise and select)")
 
     @field_validator("weighting")
     @classmethod
@@ -471,11 +380,12 @@ def protocol_options() -> list[str]:
             if (extra := field.json_schema_extra or {}).get("group") == "training" and not extra.get("per_cell")]
 
 
-def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source: str = "config") -> RunConfig:
-    """Defaults < config file < flags given on the command line."""
+def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source: str = "config",
+                 model: type[RunConfig] | None = None) -> RunConfig:
+    """Defaults < config file < flags given on the command line; a `RunConfig`, or the `model` given (a study's)."""
     merged = {**file_values, **cli_values}
     try:
-        return RunConfig.model_validate(merged)
+        return (model or RunConfig).model_validate(merged)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
