@@ -93,3 +93,35 @@ def test_tasks_with_lora_adapters_share_one_pass_through_mixed_adapter_batches(
         assert labels == expected_labels and label_scores == pytest.approx(expected_label_scores, abs=1e-6)
     base = run.model.encoder  # the adapters differ, so a shared pass without them would not match
     assert any(not torch.equal(p.detach(), torch.zeros_like(p)) for n, p in base.named_parameters() if "lora_B" in n)
+
+
+def test_tasks_reading_windows_share_one_pass_with_their_adapters(tmp_path: Path, tiny_encoder: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two LoRA tasks that read the same windows (`sliding_window`) share one encoder call that encodes window by
+    window, and predict what a pass per task predicts."""
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    for name in ("demo-ner", "demo-hoc"):
+        text = (SAMPLE_DIR / "task_defs" / f"{name}.yml").read_text()
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("max_length:"))
+        (defs / f"{name}-long.yml").write_text(text.replace(f"name: {name}", f"name: {name}-long")
+                                               + "\nmax_length: 8\nsliding_window: {stride: 2}\n")
+    tasks = ["demo-ner-long", "demo-hoc-long"]
+    result = CliRunner().invoke(main, ["refine", "--tasks", ",".join(tasks), "--task-defs", str(defs), "--data-dir",
+                                       str(SAMPLE_DIR), "--encoder", tiny_encoder, "--adapter", "lora", "--lr", "1e-2",
+                                       "--max-steps", "2", "--batch-size", "8", "--no-baselines", "--output",
+                                       str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    run = mtbio.load(tmp_path / "run")
+    separate = {task: run.predict(task, TEXTS, scores=True) for task in tasks}
+    calls = []
+    forward = run.model.encoder.forward
+    monkeypatch.setattr(run.model.encoder, "forward", lambda *a, **k: calls.append(k["input_ids"].shape) or forward(*a, **k))
+    together = run.predict(tasks, TEXTS, scores=True)
+    assert len(calls) == 1 and calls[0][1] == 8  # one call, on windows of 8 tokens
+    for i, record in enumerate(together):
+        (tags, tag_scores), (expected_tags, expected_tag_scores) = record[tasks[0]], separate[tasks[0]][i]
+        assert tags == expected_tags and torch.allclose(torch.tensor(tag_scores), torch.tensor(expected_tag_scores),
+                                                        atol=1e-6)
+        (labels, label_scores), (expected_labels, expected_label_scores) = record[tasks[1]], separate[tasks[1]][i]
+        assert labels == expected_labels and label_scores == pytest.approx(expected_label_scores, abs=1e-6)

@@ -13,7 +13,7 @@ from mtbio.model.adapters import NO_ADAPTER, mixed_adapters, use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
 from mtbio.model.weighting import LossWeighting
-from mtbio.model.windows import WINDOW, encode_windows
+from mtbio.model.windows import WINDOW, encode_windows, window_owners
 from mtbio.model.weightings import build_weighting
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # position ids: packed rows only
@@ -77,7 +77,11 @@ class MultiTaskModel(nn.Module):
             return {t: self.heads[t](hidden, pooled, batches[t]) for t in tasks}
         rows = len(first["input_ids"])
         stacked = {k: first[k].repeat(len(variants), *[1] * (first[k].ndim - 1)) for k in self._encoder_inputs if k in first}
-        with mixed_adapters(self.encoder, [v for v in variants for _ in range(rows)]):
+        names = [v for v in variants for _ in range(rows)]
+        if WINDOW in first:  # rows of windows, encoded window by window as in `forward`: an adapter name per window
+            stacked[WINDOW] = first[WINDOW].repeat(len(variants))
+            names = [names[row] for row in window_owners(stacked["attention_mask"], int(first[WINDOW][0]))]
+        with mixed_adapters(self.encoder, names):
             encoded = self._encode(stacked)
         pooled = getattr(encoded, "pooler_output", None)
         logits = {}

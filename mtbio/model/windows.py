@@ -31,6 +31,13 @@ def encode_windows(encoder: Any, inputs: dict[str, torch.Tensor], window: int) -
     return BaseModelOutput(last_hidden_state=states.reshape(rows, -1, hidden.shape[-1])[:, :width])
 
 
+def window_owners(mask: torch.Tensor, window: int) -> list[int]:
+    """The row of each window `encode_windows` encodes (those not all padding), in the order it encodes them."""
+    real = _split(mask, window).bool().any(-1)  # [rows, windows]
+    rows = torch.arange(real.shape[0]).repeat_interleave(real.shape[1])
+    return rows[real.flatten().cpu()].tolist()
+
+
 def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int, aggregate: str) -> torch.Tensor:
     """One vector per row of windows: each window pooled (its [CLS] or the mean of its tokens), then the windows'
     vectors combined by their mean or their elementwise max. Sums in float32; returns `hidden`'s dtype."""
