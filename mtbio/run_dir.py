@@ -184,20 +184,45 @@ class RunDir:
 
 
 @dataclass(frozen=True)
+class StudyLayout:
+    """What a kind of study leaves in its directory: the file where it writes what it found (`summary`) and the
+    folders of its cells (`cells`, each `<folder>/<name>/seed-<s>/`). A study registers its layout beside the code
+    that writes its summary (`register_study`); nothing here lists the kinds."""
+
+    kind: str
+    summary: str
+    cells: tuple[str, ...] = ()
+
+    def found_in(self, path: Path | str) -> bool:
+        """Whether the directory holds this kind's summary."""
+        return (Path(path) / self.summary).is_file()
+
+
+STUDY_LAYOUTS: dict[str, StudyLayout] = {}
+
+
+def register_study(kind: str, summary: str, cells: tuple[str, ...] = ()) -> StudyLayout:
+    """Register a kind of study's layout; returns it (the module that writes the summary keeps it as a constant)."""
+    layout = StudyLayout(kind, summary, cells)
+    if STUDY_LAYOUTS.get(kind, layout) != layout:
+        raise MtbioError(f"study kind '{kind}' is already registered with another layout")
+    STUDY_LAYOUTS[kind] = layout
+    return layout
+
+
+@dataclass(frozen=True)
 class SweepDir:
-    """A sweep's directory (pairwise, stilt, affinity, select), the one owner of its layout:
+    """A sweep's directory (pairwise, stilt, affinity, select, transfer), the one owner of what every study shares:
 
         sweep.json        the options every cell was trained with (checked when the sweep resumes)
         cells.json        every cell any launcher was asked for (`mtbio sweep status`)
-        baselines/<task>/seed-<s>/, pairs/<a>+<b>/seed-<s>/, transfer/<i>-to-<t>/seed-<s>/   cells, each a run
-        relations.json, stilt.json, affinity.json, select.json   what the sweep found (its kind's summary)
+
+    and, per kind of study, its registered `StudyLayout`: its cells (pairwise: baselines/<task>/seed-<s>/,
+    pairs/<a>+<b>/seed-<s>/; STILT: transfer/<i>-to-<t>/seed-<s>/; transfer: targets/...) and its summary file
+    (relations.json, stilt.json, affinity.json, select.json, transfer.json).
     """
 
     path: Path
-    CELL_FOLDERS: ClassVar[tuple[str, ...]] = ("baselines", "pairs", "transfer")
-    SUMMARIES: ClassVar[dict[str, str]] = {"pairwise": "relations.json", "stilt": "stilt.json",
-                                           "affinity": "affinity.json", "select": "select.json",
-                                           "transfer": "transfer.json"}
 
     def __init__(self, path: Path | str):
         object.__setattr__(self, "path", Path(path))
@@ -210,15 +235,10 @@ class SweepDir:
     def cells_file(self) -> Path:
         return self.path / "cells.json"
 
-    def summary_file(self, kind: str) -> Path:
-        """The file where a sweep of `kind` writes what it found (relations.json for pairwise, ...)."""
-        return self.path / self.SUMMARIES[kind]
+    def summary_file(self, layout: StudyLayout) -> Path:
+        """The file where a study of this layout writes what it found."""
+        return self.path / layout.summary
 
-    @property
-    def kinds(self) -> list[str]:
-        """The kinds whose summary the directory holds (a pairwise sweep that also ran STILT holds both)."""
-        return [kind for kind, name in self.SUMMARIES.items() if (self.path / name).is_file()]
-
-    def cell_runs(self, folders: tuple[str, ...] = CELL_FOLDERS) -> list[RunDir]:
+    def cell_runs(self, folders: tuple[str, ...]) -> list[RunDir]:
         """The finished cells under `folders` (`<folder>/<name>/seed-<s>/` with results.json), in path order."""
         return [RunDir(p.parent) for folder in folders for p in sorted(self.path.glob(f"{folder}/*/seed-*/{RunDir.RESULTS}"))]

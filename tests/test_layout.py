@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from mtbio.cli import main
 from mtbio.errors import MtbioError
 from mtbio.experiments.reports import REPORT_KINDS, ReportOptions, register_report, render_report
-from mtbio.run_dir import RunDir, SweepDir
+from mtbio.run_dir import STUDY_LAYOUTS, RunDir, SweepDir, register_study
 
 
 def _run(path: Path, weights: bool = True, finished: bool = True) -> Path:
@@ -34,13 +34,21 @@ def test_run_dirs_are_found_at_their_depths(tmp_path: Path) -> None:
     assert RunDir(single).config() == {}
 
 
-def test_a_sweep_dir_knows_its_kinds_and_cells(tmp_path: Path) -> None:
+def test_a_study_registers_its_layout_and_a_sweep_dir_finds_it(tmp_path: Path) -> None:
+    from mtbio.reporting.relations import PAIRWISE, STILT
+
     sweep = SweepDir(tmp_path)
     cell = _run(tmp_path / "pairs" / "a+b" / "seed-42")
     _run(tmp_path / "pairs" / "a+b" / "seed-43", finished=False)
     (tmp_path / "relations.json").write_text("{}")
-    assert sweep.kinds == ["pairwise"] and sweep.cell_runs() == [RunDir(cell)]
-    assert sweep.summary_file("stilt") == tmp_path / "stilt.json"
+    assert PAIRWISE.found_in(tmp_path) and not STILT.found_in(tmp_path)
+    assert sweep.cell_runs(PAIRWISE.cells) == [RunDir(cell)]
+    assert sweep.summary_file(STILT) == tmp_path / "stilt.json"
+    loo = register_study("leave-one-out", "leave_one_out.json", ("without",))  # a new kind: one registration
+    assert STUDY_LAYOUTS["leave-one-out"] == loo and register_study("leave-one-out", "leave_one_out.json",
+                                                                    ("without",)) == loo
+    with pytest.raises(MtbioError, match="already registered with another layout"):
+        register_study("leave-one-out", "other.json")
 
 
 def test_report_kinds_are_tried_in_order_and_a_new_kind_is_one_registration(tmp_path: Path) -> None:

@@ -17,10 +17,9 @@ from mtbio.experiments.launchers import drive_sweep, silent
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
                                     seeds_of)
-from mtbio.reporting.affinity import pruned_pairs, read_json
+from mtbio.reporting.affinity import AFFINITY, pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
 from mtbio.reporting.verdicts import Rule
-from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
@@ -127,7 +126,7 @@ def pruned(config: StudyConfig, tasks: list[TaskDef], echo: Callable[[str], None
     if config.prune is None:
         return None
     assert config.affinity is not None
-    predicted = read_json(Path(config.affinity), SweepDir.SUMMARIES["affinity"])
+    predicted = read_json(Path(config.affinity), AFFINITY.summary)
     by = config.prune_by or predicted["default_predictor"]
     keep = pruned_pairs(predicted, [t.name for t in tasks], config.prune, by)
     total = len(tasks) * (len(tasks) - 1) // 2

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.registry import Registry
-from mtbio.run_dir import SweepDir
+from mtbio.run_dir import StudyLayout, SweepDir
 
 if TYPE_CHECKING:
     from mtbio.reporting.verdicts import Rule
@@ -96,7 +96,9 @@ def _curves(paths: list[Path], options: ReportOptions) -> list[str]:
 
 
 def _is_affinity(path: Path) -> bool:
-    return "affinity" in SweepDir(path).kinds
+    from mtbio.reporting.affinity import AFFINITY  # each study's layout is registered where its summary is written
+
+    return AFFINITY.found_in(path)
 
 
 @register_report("affinity", lambda paths, options: any(_is_affinity(p) for p in paths))
@@ -118,68 +120,85 @@ def _is_pairwise_sweep(path: Path) -> bool:
     return SweepDir(path).protocol_file.is_file() and (path / "pairs").is_dir()
 
 
+def _graphs_in(path: Path) -> bool:
+    """Whether the directory holds a pairwise graph or a STILT matrix."""
+    from mtbio.reporting.relations import PAIRWISE, STILT
+
+    return PAIRWISE.found_in(path) or STILT.found_in(path)
+
+
 def _is_sweep(path: Path) -> bool:
-    return _is_pairwise_sweep(path) or bool({"pairwise", "stilt"} & set(SweepDir(path).kinds))
+    return _is_pairwise_sweep(path) or _graphs_in(path)
 
 
 @register_report("sweep", lambda paths, options: any(_is_sweep(p) for p in paths))
 def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
     from mtbio.experiments.pairwise import rebuild_relations
-    from mtbio.reporting.relations import report_relations
-
-    from mtbio.reporting.relations import write_stilt
+    from mtbio.reporting.relations import PAIRWISE, STILT, report_relations, write_stilt
 
     lines = []
     for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
         if _is_pairwise_sweep(path):
-            saved = _saved(path, "pairwise")
+            saved = _saved(path, PAIRWISE)
             lines += [f"written: {written}" for written in rebuild_relations(path, options.decision_rule(saved))]
-        if "stilt" in SweepDir(path).kinds:  # judged again from the saved per-seed scores
-            stilt = _rejudged(path, "stilt", options)
+        if STILT.found_in(path):  # judged again from the saved per-seed scores
+            stilt = _rejudged(path, STILT, options)
             lines += [f"written: {written}" for written in write_stilt(path, stilt)]
-    sweeps = [p for p in paths if {"pairwise", "stilt"} & set(SweepDir(p).kinds)]
+    sweeps = [p for p in paths if _graphs_in(p)]
     if len(sweeps) != len(paths) or options.table_options:
         raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
                          "--output, --csv, --trivial or --compare-to)")
     return lines + ["\n\n".join(report_relations(p) for p in sweeps)]
 
 
-@register_report("transfer", lambda paths, options: any("transfer" in SweepDir(p).kinds for p in paths))
+def _is_transfer(path: Path) -> bool:
+    from mtbio.reporting.transfer import TRANSFER
+
+    return TRANSFER.found_in(path)
+
+
+@register_report("transfer", lambda paths, options: any(_is_transfer(p) for p in paths))
 def _transfer(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.reporting.transfer import format_transfer, write_transfer
+    from mtbio.reporting.transfer import TRANSFER, format_transfer, write_transfer
 
     if len(paths) > 1 or options.table_options:
         raise MtbioError("a transfer directory is reported alone: mtbio report TRANSFER_DIR")
-    table = _rejudged(paths[0], "transfer", options)
+    table = _rejudged(paths[0], TRANSFER, options)
     return [format_transfer(table), *(f"written: {p}" for p in write_transfer(paths[0], table))]
 
 
-def _saved(path: Path, kind: str) -> dict | None:
-    file = SweepDir(path).summary_file(kind)
+def _saved(path: Path, layout: StudyLayout) -> dict | None:
+    file = SweepDir(path).summary_file(layout)
     return json.loads(file.read_text()) if file.is_file() else None
 
 
-def _rejudged(path: Path, kind: str, options: ReportOptions) -> dict:
+def _rejudged(path: Path, layout: StudyLayout, options: ReportOptions) -> dict:
     """A study's summary file judged again under the rule `options` names (no training)."""
     from mtbio.reporting.rejudge import rejudge
 
-    saved = _saved(path, kind)
+    saved = _saved(path, layout)
     assert saved is not None
     return rejudge(saved, options.decision_rule(saved))
 
 
-@register_report("select", lambda paths, options: any("select" in SweepDir(p).kinds for p in paths))
+def _is_select(path: Path) -> bool:
+    from mtbio.reporting.selection import SELECT
+
+    return SELECT.found_in(path)
+
+
+@register_report("select", lambda paths, options: any(_is_select(p) for p in paths))
 def _select(paths: list[Path], options: ReportOptions) -> list[str]:
     from mtbio.fileio import write_json, write_text
-    from mtbio.reporting.selection import selection_markdown
+    from mtbio.reporting.selection import SELECT, selection_markdown
 
     if len(paths) > 1 or options.table_options:
         raise MtbioError("a select directory is reported alone: mtbio report SELECT_DIR")
-    result = _rejudged(paths[0], "select", options)
-    write_json(SweepDir(paths[0]).summary_file("select"), result)
+    result = _rejudged(paths[0], SELECT, options)
+    write_json(SweepDir(paths[0]).summary_file(SELECT), result)
     markdown = selection_markdown(result)
     write_text(paths[0] / "select.md", markdown)
-    return [markdown, f"written: {SweepDir(paths[0]).summary_file('select')} and select.md"]
+    return [markdown, f"written: {SweepDir(paths[0]).summary_file(SELECT)} and select.md"]
 
 
 @register_report("runs", lambda paths, options: True, fallback=True)

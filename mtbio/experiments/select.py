@@ -34,9 +34,9 @@ from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
 from mtbio.fileio import write_json, write_text
-from mtbio.reporting.affinity import JOINT_PREDICTORS, affinity_compute
+from mtbio.reporting.affinity import AFFINITY, JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.relations import undecided_cells
-from mtbio.reporting.selection import build_selection, ranking, selection_markdown, verify_pairs
+from mtbio.reporting.selection import SELECT, build_selection, ranking, selection_markdown, verify_pairs
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import TaskCatalog
 from mtbio.tasks.schema import TaskDef
@@ -122,7 +122,7 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
               "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
     if state.is_main_process:
-        write_json(SweepDir(directory).summary_file("select"), result)
+        write_json(SweepDir(directory).summary_file(SELECT), result)
         write_text(directory / "select.md", selection_markdown(result))
         echo(f"written: {directory / 'select.json'} and select.md")
     return directory, result
@@ -178,7 +178,7 @@ def _candidates(config: StudyConfig, catalog: TaskCatalog) -> list[TaskDef]:
 def _prediction(config: StudyConfig, tasks: list[TaskDef], directory: Path,
                 echo: Callable[[str], None]) -> dict[str, Any]:
     """The predictor's affinity.json over `tasks`, read back when a finished one is there."""
-    path = SweepDir(directory).summary_file("affinity")
+    path = SweepDir(directory).summary_file(AFFINITY)
     if path.is_file():
         saved = json.loads(path.read_text())
         if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import failures, held_by_other, lock_path, read_owner
 from mtbio.experiments.sweep import Cell, cell_results, format_duration, read_cells
-from mtbio.reporting.relations import describe_reliability
+from mtbio.reporting.relations import PAIRWISE, STILT, describe_reliability
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import saved_task_fields
 from mtbio.training.flops import cached_peak
@@ -129,8 +129,8 @@ def status_table(sweep_dir: Path) -> str:
     cost = sweep_cost(cells)
     if cost is not None:
         rows.append(describe_cost(cost))
-    for kind in ("pairwise", "stilt"):  # the graph as last written
-        path = SweepDir(sweep_dir).summary_file(kind)
+    for layout in (PAIRWISE, STILT):  # the graph as last written
+        path = SweepDir(sweep_dir).summary_file(layout)
         if path.is_file():
             line = describe_reliability(json.loads(path.read_text()))
             rows += [f"{path.name}: {line}"] if line else []

@@ -22,9 +22,11 @@ from mtbio.errors import MtbioError
 from mtbio.fileio import write_json, write_text
 from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, plot_score_matrix
 from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
-from mtbio.reporting.relations import relations_dot, write_graphml, write_matrix_csv
+from mtbio.reporting.relations import PAIRWISE, relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
-from mtbio.run_dir import RunDir, SweepDir
+from mtbio.run_dir import RunDir, SweepDir, register_study
+
+AFFINITY = register_study("affinity", "affinity.json")  # predicted transfer between tasks
 
 JOINT_PREDICTORS = ("lookahead", "cosine")  # both measured in one joint run
 # chosen on the synthetic helper / noise setup (tests/test_affinity.py), where the gradient cosine ranks the
@@ -121,7 +123,7 @@ def predicted_graph(affinity: dict[str, Any], predictor: str) -> dict[str, Any]:
 def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
     """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); after a
     joint run, the default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
-    paths = [SweepDir(directory).summary_file("affinity")]
+    paths = [SweepDir(directory).summary_file(AFFINITY)]
     write_json(paths[0], affinity)
     for predictor, entry in affinity["predictors"].items():
         stem = "affinity" if predictor == "lookahead" else predictor
@@ -281,7 +283,7 @@ def _or_minus_inf(value: float) -> float:
 def sweep_compute(pairwise_dir: Path, seeds: list[int]) -> dict[str, Any]:
     """Training examples and wall seconds of a pairwise sweep's cells (baselines and pairs of `seeds`),
     from their results.json; where a cell predates `train_examples` there, steps × batch size."""
-    cells = [run.path for run in SweepDir(pairwise_dir).cell_runs(("baselines", "pairs"))
+    cells = [run.path for run in SweepDir(pairwise_dir).cell_runs(PAIRWISE.cells)
              if int(run.path.name.split("-", 1)[1]) in seeds]
     examples, seconds, estimated = 0, 0.0, 0
     for cell in cells:
@@ -308,8 +310,8 @@ def affinity_compute(affinity: dict[str, Any]) -> dict[str, Any]:
 def report_comparison(pairwise_dir: Path | str, affinity_dir: Path | str) -> str:
     """The comparison as text; also writes comparison.json and comparison.png into `affinity_dir`."""
     pairwise_dir, affinity_dir = Path(pairwise_dir), Path(affinity_dir)
-    relations = read_json(pairwise_dir, SweepDir.SUMMARIES["pairwise"])
-    affinity = read_json(affinity_dir, SweepDir.SUMMARIES["affinity"])
+    relations = read_json(pairwise_dir, PAIRWISE.summary)
+    affinity = read_json(affinity_dir, AFFINITY.summary)
     result = compare_prediction(relations, affinity)
     measured_side = sweep_compute(pairwise_dir, [int(s) for s in relations["seeds"]])
     predicted_side = affinity_compute(affinity)
@@ -387,7 +389,7 @@ def _comparison_text(result: dict[str, Any], relations: dict[str, Any], affinity
 
 def report_affinity(directory: Path | str) -> str:
     """The predicted matrices of an affinity directory as text, naming each target's most promising source."""
-    affinity = read_json(Path(directory), SweepDir.SUMMARIES["affinity"])
+    affinity = read_json(Path(directory), AFFINITY.summary)
     tasks = affinity["tasks"]
     parts = []
     for predictor, entry in affinity["predictors"].items():

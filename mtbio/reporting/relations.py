@@ -21,7 +21,10 @@ from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_st
 from mtbio.evaluation.trivial import near_trivial
 from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, UNDECIDED, Rule, Scores, compare, correct,
                                       summary, verdict_text)
-from mtbio.run_dir import SweepDir
+from mtbio.run_dir import SweepDir, register_study
+
+PAIRWISE = register_study("pairwise", "relations.json", ("baselines", "pairs"))  # a task-relation graph
+STILT = register_study("stilt", "stilt.json", ("baselines", "transfer"))  # intermediate → target transfer
 
 
 
@@ -143,7 +146,7 @@ def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float |
 
 def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
-    paths = [sweep_dir / n for n in (SweepDir.SUMMARIES["pairwise"], "relations.dot", "relations.graphml", "gain_matrix.csv",
+    paths = [sweep_dir / n for n in (PAIRWISE.summary, "relations.dot", "relations.graphml", "gain_matrix.csv",
                                      "relations.png", "gain_matrix.png")]
     write_json(paths[0], relations)
     write_text(paths[1], relations_dot(relations))
@@ -239,7 +242,7 @@ def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list
 
 def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
-    paths = [sweep_dir / n for n in (SweepDir.SUMMARIES["stilt"], "stilt_matrix.csv", "stilt_matrix.png")]
+    paths = [sweep_dir / n for n in (STILT.summary, "stilt_matrix.csv", "stilt_matrix.png")]
     write_json(paths[0], stilt)
     rows, columns, matrix = stilt_matrix(stilt)
     write_matrix_csv(paths[1], "target \\ intermediate", rows, columns, matrix)
@@ -272,10 +275,10 @@ def report_relations(run_dir: Path | str, only: str | None = None) -> str:
     run_dir = Path(run_dir)
     parts = []
     sweep = SweepDir(run_dir)
-    if "pairwise" in sweep.kinds and only in (None, "pairwise"):
-        parts.append(_report_pairwise(json.loads(sweep.summary_file("pairwise").read_text())))
-    if "stilt" in sweep.kinds and only in (None, "stilt"):
-        parts.append(_report_stilt(json.loads(sweep.summary_file("stilt").read_text())))
+    if PAIRWISE.found_in(sweep.path) and only in (None, "pairwise"):
+        parts.append(_report_pairwise(json.loads(sweep.summary_file(PAIRWISE).read_text())))
+    if STILT.found_in(sweep.path) and only in (None, "stilt"):
+        parts.append(_report_stilt(json.loads(sweep.summary_file(STILT).read_text())))
     if not parts:
         raise MtbioError(f"{run_dir}: no relations.json or stilt.json (not a pairwise or stilt sweep directory)")
     return "\n\n".join(parts)

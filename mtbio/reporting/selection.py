@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from mtbio.reporting.verdicts import IMPROVES, Rule, compare, correct, summary, verdict_text
+from mtbio.run_dir import register_study
+
+SELECT = register_study("select", "select.json")  # a target's partners
 
 Scores = Mapping[int, float]  # seed -> the target's dev score
 

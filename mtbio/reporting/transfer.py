@@ -22,7 +22,9 @@ from mtbio.evaluation.trivial import near_trivial
 from mtbio.fileio import write_json
 from mtbio.reporting.plots import plot_transfer_curves
 from mtbio.reporting.verdicts import Rule, Scores, compare, correct, summary, t_interval, verdict_text
-from mtbio.run_dir import SweepDir
+from mtbio.run_dir import register_study
+
+TRANSFER = register_study("transfer", "transfer.json", ("targets",))  # refinement and unseen targets
 
 PLAIN = "plain"
 
@@ -110,7 +112,7 @@ def _below(mean: float, row: dict[str, Any], baselines: Mapping[str, float]) -> 
 
 def write_transfer(sweep_dir: Path, table: dict[str, Any]) -> list[Path]:
     """transfer.json and transfer.png (score against training size, a line per starting encoder)."""
-    paths = [sweep_dir / SweepDir.SUMMARIES["transfer"], sweep_dir / "transfer.png"]
+    paths = [sweep_dir / TRANSFER.summary, sweep_dir / "transfer.png"]
     write_json(paths[0], table)
     plot_transfer_curves(table, paths[1])
     return paths
