@@ -26,11 +26,11 @@ def test_docs_python_runs(page: str, tmp_path: Path, tiny_encoder: str, data_dir
                           monkeypatch: pytest.MonkeyPatch) -> None:
     shorten = mtbio._config
 
-    def quick(options: dict[str, Any]) -> Any:
+    def quick(options: dict[str, Any], study: bool = False) -> Any:
         options.update(QUICK)
         if not options.get("from_run"):
             options["encoder"] = tiny_encoder
-        return shorten(options)
+        return shorten(options, study)
 
     monkeypatch.setattr(mtbio, "_config", quick)
     monkeypatch.chdir(tmp_path)
