@@ -11,9 +11,8 @@ first sub-words).
 Long texts are truncated, never dropped (pairs: longest_first), unless the task reads them in windows
 (`sliding_window`): then a row holds its text's windows end to end, each window but the last padded to
 `max_length`, and a `window` column gives that length (`mtbio.model.windows` encodes each window on its own).
-`featurize_stats(dataset)` reports
-how many examples were truncated and how many tagging words lost every sub-word (decoding tags
-those "O"; they still count in the metric).
+`featurize_stats(dataset)` reports how many examples were truncated and how many tagging words lost every sub-word
+(decoding tags those "O"; they still count in the metric).
 """
 from __future__ import annotations
 
@@ -28,9 +27,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -75,6 +72,9 @@ def featurize(
     examples: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int | None = None
 ) -> Dataset:
     """Tokenize `examples` for `task` (batched fast-tokenizer calls) into a `datasets.Dataset`."""
+    import pyarrow as pa
+    from datasets import Dataset, DatasetInfo
+
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("featurize needs a fast (Rust) tokenizer: word_ids() is used for tag alignment")
     max_length = effective_max_length(task, tokenizer, max_length)
@@ -88,9 +88,6 @@ def featurize(
     if not columns:  # no examples: still give the schema
         columns = {name: [] for name in _features(task, tokenizer)}
     features = _features(task, tokenizer)
-    import pyarrow as pa
-    from datasets import Dataset, DatasetInfo
-
     # straight to Arrow: Dataset.from_dict encodes every value in Python (a third of the time)
     dataset = Dataset(pa.Table.from_pydict(columns, schema=features.arrow_schema), info=DatasetInfo(features=features))
     return dataset
