@@ -317,3 +317,33 @@ def test_decision_rule_v2_lists_every_committed_change(tmp_path: Path) -> None:
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     page = (REPO / "examples" / "decision_rule_v2.md").read_text()
     assert len(rows) == 12 and all(row in page for row in rows)
+
+
+@pytest.mark.long
+def test_select_per_task_script_and_table_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
+    """examples/select_per_task.sh: a joint run per seed keeping both selections, kept as small files; the table's
+    test comparison per task; a rerun trains nothing."""
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    for name, folder, ext in (("demo-ner", "ner", "tsv"), ("demo-relation", "relation", "tsv")):
+        text = (SAMPLE_DIR / "task_defs" / f"{name}.yml").read_text().replace(f"name: {name}", f"name: {name}-t")
+        (defs / f"{name}-t.yml").write_text(text.replace(f"  dev: {folder}/dev.{ext}",
+                                                         f"  dev: {folder}/dev.{ext}\n  test: {folder}/dev.{ext}"))
+    settings = dict(TASKS="demo-ner-t,demo-relation-t", SEEDS="1 2", SIZE="24", EVAL_EXAMPLES="16", EVAL_EVERY="2",
+                    ENCODER=tiny_encoder, OUT=str(tmp_path / "runs"), RESULTS=str(tmp_path / "results"))
+    train_args = f"--max-steps 6 --max-length 32 --batch-size 8 --lr 1e-3 --no-baselines --task-defs {defs}"
+    done = _run_script("select_per_task.sh", tmp_path, train_args, **settings)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept = sorted(str(p.relative_to(tmp_path / "results")) for p in (tmp_path / "results").rglob("results.json"))
+    assert kept == [f"seed-{s}/{part}" for s in (1, 2) for part in
+                    ("best/demo-ner-t/results.json", "best/demo-relation-t/results.json", "results.json")]
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.safetensors"))
+    shown = subprocess.run([sys.executable, str(REPO / "examples" / "select_per_task.py"), "--results",
+                            str(tmp_path / "results")], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "| demo-ner-t (entity_f1) | 2 |" in shown.stdout and "no verdict (2 seeds" in shown.stdout
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    for row in summary["rows"]:  # the per-task arm is the task's best dev evaluation: never below the default's on dev
+        assert row["dev"]["per_task"][0] >= row["dev"]["default"][0] - 1e-12
+    again = _run_script("select_per_task.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0 and "refine" not in again.stderr

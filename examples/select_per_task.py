@@ -1,0 +1,96 @@
+"""The `--select per-task` study's table (issue 67) from the cells `examples/select_per_task.sh` kept: per task, the
+test score of the default selection (the run's best mean dev evaluation) and of the task's own best dev evaluation,
+mean ± sd over seeds, and their paired difference judged by the shared rule (v2, Holm over the four tasks). Dev is
+shown, not tested: the per-task arm is the best of the same evaluations on dev by construction.
+
+Reads committed files only; writes RESULTS/summary.json and prints the page's table.
+
+    python examples/select_per_task.py [--results DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mtbio.fileio import write_json
+from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
+
+HERE = Path(__file__).resolve().parent
+RULE = Rule(version="v2", alpha=0.05)  # declared with the study
+
+
+def read_cells(results: Path) -> dict[int, dict[str, Any]]:
+    """{seed: {"run": results.json, "best": {task: results.json}, "metrics": {task: metric}}} of every kept seed."""
+    cells = {}
+    for path in sorted(results.glob("seed-*/results.json")):
+        seed_dir = path.parent
+        metrics = {p.stem: yaml.safe_load(p.read_text())["metric"] for p in (seed_dir / "tasks").glob("*.yml")}
+        best = {p.parent.name: json.loads(p.read_text()) for p in (seed_dir / "best").glob("*/results.json")}
+        cells[int(seed_dir.name[len("seed-"):])] = {"run": json.loads(path.read_text()), "best": best,
+                                                     "metrics": metrics}
+    return cells
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def build(results: Path) -> dict[str, Any]:
+    cells = read_cells(results)
+    tasks = sorted({task for cell in cells.values() for task in cell["metrics"]})
+    rows, tests = [], {}
+    for task in tasks:
+        seeds = [s for s, c in cells.items() if task in c["best"]]
+        metric = cells[seeds[0]]["metrics"][task] if seeds else ""
+        row: dict[str, Any] = {"task": task, "metric": metric, "seeds": seeds}
+        for split in ("dev", "test"):
+            default = {s: cells[s]["run"][split][task][metric] for s in seeds if task in cells[s]["run"].get(split, {})}
+            own = {s: cells[s]["best"][task][split][task][metric] for s in seeds
+                   if task in cells[s]["best"][task].get(split, {})}
+            row[split] = {"default": _mean_sd(list(default.values())) if default else None,
+                          "per_task": _mean_sd(list(own.values())) if own else None}
+            if split == "test" and default and own:
+                tests[task] = compare(own, default, metric)
+        row["steps"] = {"default": [cells[s]["run"]["best_step"] for s in seeds],
+                        "per_task": [cells[s]["best"][task]["best_step"] for s in seeds]}
+        rows.append(row)
+    family = correct(tests, RULE) if tests else None
+    return {**RULE.fields(), "rows": rows, "tests": tests, "family": family}
+
+
+def table(summary: dict[str, Any]) -> str:
+    def shown(entry: Any) -> str:
+        if entry is None:
+            return "–"
+        mean, sd = entry
+        return f"{100 * mean:.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "")
+
+    lines = ["| task (metric) | seeds | dev: default | dev: per-task | test: default | test: per-task | "
+             "best steps (default / per-task) | test Δ per-task − default |", "|---|---:|---:|---:|---:|---:|---|---|"]
+    for row in summary["rows"]:
+        test = summary["tests"].get(row["task"])
+        interval = (f" [{100 * test['ci'][0]:+.2f}, {100 * test['ci'][1]:+.2f}]" if test and test["ci"] else "")
+        delta = f"{100 * test['delta']:+.2f}{interval}, {verdict_text(test)}" if test else "–"
+        steps = ", ".join(f"{a}/{b}" for a, b in zip(row["steps"]["default"], row["steps"]["per_task"]))
+        lines.append(f"| {row['task']} ({row['metric']}) | {len(row['seeds'])} | {shown(row['dev']['default'])} | "
+                     f"{shown(row['dev']['per_task'])} | {shown(row['test']['default'])} | "
+                     f"{shown(row['test']['per_task'])} | {steps} | {delta} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=HERE / "select_per_task")
+    args = parser.parse_args()
+    summary = build(args.results)
+    write_json(args.results / "summary.json", summary)
+    print(table(summary))
+
+
+if __name__ == "__main__":
+    main()
