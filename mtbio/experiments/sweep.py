@@ -418,24 +418,26 @@ class CellWork:
     eval_examples: int
 
 
-def _epoch_plan(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> tuple[RunConfig, list[Any]]:
-    """The cell's run options and the trainer's batch plan of its first epoch, on stand-in lengths (only the
-    training-set sizes decide its length; packed rows are not counted)."""
+def _epoch_plan(cell: Cell, config: StudyConfig,
+                sizes: dict[str, dict[str, int]]) -> tuple[TrainerOptions, list[Any]]:
+    """What the cell's trainer reads of its run options, and its batch plan of the first epoch, on stand-in lengths
+    (only the training-set sizes decide its length; packed rows are not counted)."""
     run = cell_config(config, cell)
     counts = {t: int(min(sizes[t].get("train", 0), train_examples_of(run, t) or math.inf)) for t in cell.tasks}
-    return run, build_sampler(TrainerOptions.of(run), {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
+    options = TrainerOptions.of(run)
+    return options, build_sampler(options, {t: [1] * max(n, 1) for t, n in counts.items()}).plan(0)
 
 
 def cell_steps(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> int:
     """The optimizer steps one cell will take (`sizes`: task → split → examples)."""
-    run, plan = _epoch_plan(cell, config, sizes)
-    return run_length(TrainerOptions.of(run), len(plan))[1]
+    options, plan = _epoch_plan(cell, config, sizes)
+    return run_length(options, len(plan))[1]
 
 
 def cell_work(cell: Cell, config: StudyConfig, sizes: dict[str, dict[str, int]]) -> CellWork:
     """Training examples seen and evaluation examples scored by one cell."""
-    run, plan = _epoch_plan(cell, config, sizes)
-    steps_per_epoch, total_steps = run_length(TrainerOptions.of(run), len(plan))
+    options, plan = _epoch_plan(cell, config, sizes)
+    steps_per_epoch, total_steps = run_length(options, len(plan))
     epoch_examples = sum(len(indices) for _, indices in plan)
     train = (epoch_examples * total_steps) // steps_per_epoch
     evaluations = math.ceil(total_steps / config.eval_every) if config.eval_every else math.ceil(total_steps / steps_per_epoch)

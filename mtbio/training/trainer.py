@@ -228,12 +228,12 @@ class Trainer:
         on_best: Any = None,
         listeners: Sequence[Listener] = (),
     ):
-        self.options = config = options
+        self.options = options
         # the run's schedule and --patience decide evaluations, checkpoints and early stops as listeners of the
         # loop's events (mtbio.training.events), before any listener of the caller's (the affinity probe)
-        self.listeners: list[Listener] = [Schedule(config.eval_every, config.save_every),
-                                          *([EarlyStopping(config.patience)] if config.patience else []),
-                                          *([AnchorToStart(model.encoder, config.l2sp)] if config.l2sp else []),
+        self.listeners: list[Listener] = [Schedule(options.eval_every, options.save_every),
+                                          *([EarlyStopping(options.patience)] if options.patience else []),
+                                          *([AnchorToStart(model.encoder, options.l2sp)] if options.l2sp else []),
                                           *listeners]
         self.flow = Flow()
         self._last_eval = -1
@@ -253,25 +253,25 @@ class Trainer:
             use_bit_dropout(model)  # dropout masks from random bits: ~5x cheaper than torch's on a CPU
             fuse_qkv(model.encoder)  # one projection product instead of three (measured on a CPU only)
             reuse_embedding_grad(model.encoder)  # no page faults for a fresh 47 MB gradient every step
-        packed = packed_tasks(config, model, self.pad_id)
+        packed = packed_tasks(options, model, self.pad_id)
         self._scored = 0
         self.eval_shares: dict[str, list[int]] = {}  # examples each process scored at the last evaluation of a split
-        if config.activation_checkpointing:
-            checkpoint_layers(model.encoder, config.activation_checkpointing)
-        if config.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
+        if options.activation_checkpointing:
+            checkpoint_layers(model.encoder, options.activation_checkpointing)
+        if options.compile:  # in place: the encoder's state_dict keys (and so the saved files) stay the same
             model.encoder.compile()
         offset = position_offset(model.encoder)
-        self.sampler = build_sampler(config, lengths, packed)
-        self.steps_per_epoch, self.total_steps = run_length(config, len(self.sampler))
-        groups = parameter_groups(model, config.weight_decay, lr, config.layerwise_lr_decay)
+        self.sampler = build_sampler(options, lengths, packed)
+        self.steps_per_epoch, self.total_steps = run_length(options, len(self.sampler))
+        groups = parameter_groups(model, options.weight_decay, lr, options.layerwise_lr_decay)
         groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
-        name, settings = config.optimizer
-        optimizer = build_optimizer(groups, name, lr, bias_correction=not config.no_bias_correction, options=settings)
-        self.scheduler = build_scheduler(optimizer, self.total_steps, config.warmup, config.schedule)
+        name, settings = options.optimizer
+        optimizer = build_optimizer(groups, name, lr, bias_correction=not options.no_bias_correction, options=settings)
+        self.scheduler = build_scheduler(optimizer, self.total_steps, options.warmup, options.schedule)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
-        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, config.step, accelerator,
+        self.engine = StepEngine(self.model, self.optimizer, self.scheduler, data, options.step, accelerator,
                                  self.pad_id, packed, offset)
 
     # ------------------------------------------------------------------ public API
