@@ -5,7 +5,8 @@
 # (best/<task>/), each scored on test once. Declared in examples/select_per_task.md before the first cell; the table
 # is written by examples/select_per_task.py from the kept cells.
 #
-#   bash examples/select_per_task.sh      # resumes: a seed whose results are in RESULTS is skipped
+#   bash examples/select_per_task.sh      # resumes: a seed whose results are in RESULTS is skipped, an
+#                                         # interrupted seed continues from its newest checkpoint
 #
 # Cells: seed-S/ with the run's results.json, config.yaml, tasks/ and best/<task>/results.json (weights not kept).
 # tests/test_examples.py runs this in a tiny mode (tiny encoder, demo data).
@@ -29,9 +30,11 @@ for seed in $SEEDS; do
   cell="seed-$seed"
   [ -f "$RESULTS/$cell/results.json" ] && continue
   run="$OUT/$cell"
+  resume=()
+  [ -f "$run/config.yaml" ] && resume=(--resume)  # an interrupted run continues from its newest checkpoint
   "$MTBIO" refine --tasks "$TASKS" --encoder "$ENCODER" --data-dir "$DATA_DIR" --seed "$seed" \
       --max-train-examples "$SIZE" --max-eval-examples "$EVAL_EXAMPLES" --eval-every "$EVAL_EVERY" \
-      --select per-task --eval-test "${extra[@]}" --output "$run" < /dev/null
+      --select per-task --eval-test "${resume[@]}" "${extra[@]}" --output "$run" < /dev/null
   mkdir -p "$RESULTS/$cell/tasks"
   cp "$run/results.json" "$run/config.yaml" "$RESULTS/$cell/"
   cp "$run/tasks/"*.yml "$RESULTS/$cell/tasks/"
