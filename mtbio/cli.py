@@ -158,7 +158,10 @@ def _option_from_field(name: str, field: Any) -> Any:
     kind = field.annotation
     if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `int | None` → int; `int | "auto"` → both
         choices = [a for a in typing.get_args(kind) if a is not type(None)]
-        kind = _IntOrWord(typing.get_args(choices[1])) if len(choices) == 2 and choices[0] is int else choices[0]
+        if any(typing.get_origin(a) is dict for a in choices):  # a component: its name, or a mapping with options
+            kind = _Component()
+        else:
+            kind = _IntOrWord(typing.get_args(choices[1])) if len(choices) == 2 and choices[0] is int else choices[0]
     default = [] if field.default_factory is list else field.default
     if isinstance(default, bool):
         default = "on" if default else "off"
@@ -180,6 +183,25 @@ def _option_from_field(name: str, field: Any) -> Any:
     elif kind in (int, float) or isinstance(kind, click.ParamType):
         settings["type"] = kind
     return click.option(flag, name, **settings)
+
+
+class _Component(click.ParamType):
+    """A component's name, or a YAML mapping of its name and options: `--adapter '{name: lora, r: 16}'`."""
+
+    name = "NAME|{name: ..., option: value}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str) or not value.lstrip().startswith("{"):
+            return value
+        import yaml
+
+        try:
+            mapping = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            self.fail(f"{value!r} is not a YAML mapping ({' '.join(str(exc).split())})", param, ctx)
+        if not isinstance(mapping, dict):
+            self.fail(f"{value!r} is not a YAML mapping", param, ctx)
+        return mapping
 
 
 class _IntOrWord(click.ParamType):

@@ -27,7 +27,8 @@ def _config(keyword_tasks: tuple[str, str], encoder: str | None, output: Path, t
             **overrides: object) -> RunConfig:
     defs, data = keyword_tasks
     values = dict(tasks=tasks, task_defs=[defs], data_dir=data, encoder=encoder, output=str(output), max_steps=24,
-                  batch_size=16, lr=1e-2, seed=3, mixed_precision="no", adapter="lora", lora_r=4, lora_dropout=0.0)
+                  batch_size=16, lr=1e-2, seed=3, mixed_precision="no",
+                  adapter={"name": "lora", "r": 4, "dropout": 0.0})
     values.update(overrides)
     return RunConfig(**values)
 
@@ -82,8 +83,9 @@ def test_finetune_from_a_lora_refine_run_continues_its_adapters(
                                         max_steps=2))
     assert f"kw-all: adapter starts from {run_dir / 'heads/kw-all/adapter'}" in caplog.text
     assert mtbio.load(tuned).model.adapters == ("kw-all",)
-    with pytest.raises(MtbioError, match="r=4.*--lora-r"):
-        finetune(_config(keyword_tasks, None, tmp_path / "r8", ["kw-all"], from_run=str(run_dir), lora_r=8))
+    with pytest.raises(MtbioError, match="r=4.*give the same r"):
+        finetune(_config(keyword_tasks, None, tmp_path / "r8", ["kw-all"], from_run=str(run_dir),
+                         adapter={"name": "lora", "r": 8}))
 
 
 def test_lora_export_loads_with_peft_alone_and_merged_with_transformers_alone(
@@ -174,7 +176,8 @@ def test_bad_adapter_and_merge_input_is_one_line(tmp_path: Path, micro_encoder: 
     with pytest.raises(MtbioError, match="--freeze-layers.*--adapter lora"):
         build_config({}, {"adapter": "lora", "freeze_layers": 2})
     with pytest.raises(MtbioError, match="(?i)target modules"):
-        finetune(_config(keyword_tasks, micro_encoder, tmp_path / "bad", ["kw-all"], lora_target_modules=["nothing"]))
+        finetune(_config(keyword_tasks, micro_encoder, tmp_path / "bad", ["kw-all"],
+                         adapter={"name": "lora", "target_modules": ["nothing"]}))
     [(a, _)], [(b, _)] = (finetune(_config(keyword_tasks, micro_encoder, tmp_path / task, [task], adapter="none",
                                            max_steps=2)) for task in ("kw-all", "kw-noise"))
     result = CliRunner().invoke(main, ["merge", str(a), str(b), "--output", str(tmp_path / "m"),
@@ -199,3 +202,29 @@ def test_merge_of_a_lora_run_averages_its_adapters_merged_as_peft_merges_them(
         torch.testing.assert_close(value, (by_peft[0][name] + by_peft[1][name]) / 2, rtol=1e-6, atol=1e-7, msg=name)
     assert not (out / "heads" / "kw-all" / "adapter").exists()
     assert mtbio.load(out).model.adapters == ()
+
+
+def test_adapter_options_come_as_a_mapping_on_the_command_line_and_from_an_older_config_yaml(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, RunConfig] = {}
+
+    def fake_finetune(config: RunConfig) -> list:
+        seen["config"] = config
+        return []
+
+    monkeypatch.setattr("mtbio.experiments.finetune.finetune", fake_finetune)
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--adapter", "{name: lora, r: 4, alpha: 8}"])
+    assert result.exit_code == 0, result.output
+    name, options = seen["config"].adapter_spec()
+    assert (name, options.r, options.alpha, options.dropout, options.target_modules) == ("lora", 4, 8, 0.1, ())
+    for value, message in (("{name: lora, rank: 4}", "adapter 'lora': rank: not an option of this adapter"),
+                           ("{name: lora, r: 0}", "r: Input should be greater than or equal to 1"),
+                           ("{name: lora", "is not a YAML mapping"), ("qlora", "unknown adapter 'qlora'")):
+        result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--adapter", value])
+        assert result.exit_code != 0 and message in result.output, result.output
+    # a config.yaml written while LoRA's and AdamW's options were flat options of the run
+    old = RunConfig.model_validate({"adapter": "lora", "lora_r": 4, "lora_alpha": 16, "lora_dropout": 0.1,
+                                    "lora_target_modules": ["query"], "no_bias_correction": True})
+    assert old.adapter == {"name": "lora", "r": 4, "alpha": 16, "dropout": 0.1, "target_modules": ["query"]}
+    assert old.optimizer_spec() == ("adamw", {"betas": [0.9, 0.999], "eps": 1e-8, "bias_correction": False})
+    assert RunConfig.model_validate({"adapter": "none", "lora_r": 8, "no_bias_correction": False}).adapter == "none"

@@ -160,19 +160,20 @@ def test_layer_counts_beyond_the_encoder_are_refused(tmp_path: Path) -> None:
 def test_no_bias_correction_first_step_and_checkpoint_roundtrip(tmp_path: Path) -> None:
     torch.manual_seed(0)
     weight = torch.nn.Parameter(torch.zeros(5))
-    optimizer = build_optimizer([{"params": [weight], "weight_decay": 0.0}], "adamw", 1e-3, bias_correction=False)
+    optimizer = build_optimizer([{"params": [weight], "weight_decay": 0.0}], "adamw", 1e-3,
+                                options={"bias_correction": False})
     assert isinstance(optimizer, AdamWNoBiasCorrection)
     weight.grad = torch.tensor([1.0, -2.0, 0.5, 3.0, -0.1])
     optimizer.step()
     # m = 0.1 g, v = 0.001 g^2: the first update is lr * 0.1 / sqrt(0.001) ≈ 3.16 lr (bias-corrected Adam: lr)
     assert torch.allclose(weight.detach(), -1e-3 * 0.1 / 0.001 ** 0.5 * weight.grad.sign(), rtol=1e-4)
-    with pytest.raises(MtbioError, match="adamw"):
-        build_optimizer([{"params": [weight]}], "adamax", 1e-3, bias_correction=False)
+    with pytest.raises(ValueError, match="optimizer 'adamax': bias_correction: not an option of this optimizer"):
+        build_optimizer([{"params": [weight]}], "adamax", 1e-3, options={"bias_correction": False})
 
     def fresh() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
         torch.manual_seed(1)
         model = torch.nn.Linear(3, 2)
-        opt = build_optimizer(parameter_groups(model, 0.01), "adamw", 1e-2, bias_correction=False)
+        opt = build_optimizer(parameter_groups(model, 0.01), "adamw", 1e-2, options={"bias_correction": False})
         return model, opt, build_scheduler(opt, 10, 0.0)
 
     def train(model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any, steps: range) -> None:
@@ -197,10 +198,11 @@ def test_no_bias_correction_first_step_and_checkpoint_roundtrip(tmp_path: Path) 
 
 
 def test_options_come_from_yaml_and_flags() -> None:
-    config = build_config({"freeze_layers": 2, "layerwise_lr_decay": 0.9}, {"reinit_layers": 1, "no_bias_correction": True,
-                                                                            "drop_top_layers": 1, "patience": 3})
+    config = build_config({"freeze_layers": 2, "layerwise_lr_decay": 0.9, "optimizer": {"name": "adamw", "eps": 1e-6}},
+                          {"reinit_layers": 1, "drop_top_layers": 1, "patience": 3})
     assert (config.freeze_layers, config.layerwise_lr_decay, config.reinit_layers) == (2, 0.9, 1)
-    assert config.no_bias_correction and config.drop_top_layers == 1 and config.patience == 3
+    assert config.optimizer_spec() == ("adamw", {"betas": [0.9, 0.999], "eps": 1e-6, "bias_correction": True})
+    assert config.drop_top_layers == 1 and config.patience == 3
     with pytest.raises(MtbioError, match="layerwise_lr_decay"):
         build_config({"layerwise_lr_decay": 1.5}, {})
 
@@ -218,12 +220,13 @@ def test_cli_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr("mtbio.experiments.finetune.finetune", fake_finetune)
     result = CliRunner().invoke(cli.main, ["finetune", "--task", "demo-nli", "--freeze-layers", "1", "--layerwise-lr-decay",
-                                           "0.8", "--reinit-layers", "1", "--drop-top-layers", "1", "--no-bias-correction",
+                                           "0.8", "--reinit-layers", "1", "--drop-top-layers", "1",
+                                           "--optimizer", "{name: adamw, bias_correction: false}",
                                            "--patience", "2", "--seeds", "3"])
     assert result.exit_code == 0, result.output
     config = seen["config"]
     assert (config.freeze_layers, config.layerwise_lr_decay, config.reinit_layers, config.drop_top_layers) == (1, 0.8, 1, 1)
-    assert config.no_bias_correction and config.patience == 2 and config.seeds == 3
+    assert config.optimizer_spec()[1]["bias_correction"] is False and config.patience == 2 and config.seeds == 3
 
 
 def test_refine_refuses_seeds() -> None:
@@ -248,7 +251,8 @@ def test_finetune_with_dropped_layer_saves_a_shallower_encoder(tmp_path: Path, t
     from mtbio.experiments.finetune import finetune
 
     [(run_dir, results)] = finetune(_demo_config(tmp_path, tiny_encoder, drop_top_layers=1, freeze_layers=0,
-                                                 layerwise_lr_decay=0.9, no_bias_correction=True))
+                                                 layerwise_lr_decay=0.9,
+                                                 optimizer={"name": "adamw", "bias_correction": False}))
     config = json.loads((run_dir / "encoder" / "config.json").read_text())
     assert config["num_hidden_layers"] == 1
     loaded = AutoModel.from_pretrained(run_dir / "encoder")

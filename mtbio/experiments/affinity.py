@@ -29,8 +29,9 @@ def predict_relations(config: StudyConfig, tasks: list[TaskDef], directory: Path
     predict = PREDICTORS.get(config.predictor)
     if len(tasks) < 2:
         raise MtbioError("a transfer predictor needs at least two tasks (--tasks a,b,... or --domain D)")
-    if config.adapter != "none" and config.predictor in JOINT_PREDICTORS:
-        raise MtbioError(f"affinity --adapter {config.adapter}: with an adapter per task no trained weight is shared, "
+    adapter = config.adapter_spec()[0]
+    if adapter != "none" and config.predictor in JOINT_PREDICTORS:
+        raise MtbioError(f"affinity --adapter {adapter}: with an adapter per task no trained weight is shared, "
                          "so one task's step cannot move another's loss; measure affinities with full training")
     if processes(config).num_processes > 1:
         raise MtbioError("affinity runs in one process (the measurement is not distributed); run it without "

@@ -69,8 +69,9 @@ def stilt(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pat
     """Run (or resume) the STILT sweep and write stilt.json, stilt_matrix.csv/png (dry run: the plan)."""
     refuse_adaptive_seeds(config, "stilt")
     inters, targets = stilt_tasks(config)
-    if config.adapter != "none":
-        raise MtbioError(f"stilt --adapter {config.adapter}: an intermediate LoRA run leaves its encoder/ the base "
+    adapter = config.adapter_spec()[0]
+    if adapter != "none":
+        raise MtbioError(f"stilt --adapter {adapter}: an intermediate LoRA run leaves its encoder/ the base "
                          "encoder (the adapter is its task's own), so a transfer would start where the baseline does; "
                          "run STILT with full training")
     state = processes(config)

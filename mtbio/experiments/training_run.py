@@ -34,7 +34,7 @@ from mtbio.experiments.common import train_examples_of
 from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
-from mtbio.model.adapters import ADAPTER_DIR, LoraSettings, add_adapter, load_adapter, lora_config
+from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter, lora_config
 from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
                                  sentence_pooling)
 from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
@@ -49,7 +49,7 @@ from mtbio.tasks.kinds import task_kind
 from mtbio.tasks.loading import require_data
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
-from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config
+from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config, upgrade_retired
 from mtbio.run_dir import BEST_DIR, RunDir
 from mtbio.training.lp_start import fit_heads
 from mtbio.training.per_task import PerTaskBest
@@ -113,7 +113,10 @@ def _saved_config(run_dir: Path) -> dict[str, Any] | None:
         saved = yaml.safe_load(RunDir(run_dir).config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
-    return saved if isinstance(saved, dict) and set(saved) == set(RunConfig.model_fields) else None
+    if not isinstance(saved, dict):
+        return None
+    saved = upgrade_retired(saved)  # a run written before its components owned their options
+    return saved if set(saved) == set(RunConfig.model_fields) else None
 
 
 def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()) -> None:
@@ -331,13 +334,13 @@ def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_
     `heads_source/<task>/adapter/` where the heads start from a LoRA run, else a new one. Returns the adapted tasks."""
     saved = {t.name: heads_source / t.name / ADAPTER_DIR for t in tasks} if heads_source is not None else {}
     saved = {name: path for name, path in saved.items() if path.is_dir()}
-    if config.adapter == "none":
+    name, options = config.adapter_spec()
+    if name == "none":
         if saved and heads_source is not None:
             raise MtbioError(f"{heads_source.parent}: a LoRA run (its encoder is the base the adapters apply to); "
                              "fine-tune it with --adapter lora")
         return ()
-    settings = LoraSettings(config.lora_r, config.lora_alpha, config.lora_dropout, tuple(config.lora_target_modules))
-    lora = lora_config(encoder, settings)
+    lora = lora_config(encoder, options)
     for task in tasks:
         if task.name in saved:
             load_adapter(encoder, task.name, saved[task.name], lora)

@@ -175,8 +175,9 @@ def measure_no_training(sweep_dir: Path, sets: list[Refinement], targets: list[T
 def transfer(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any] | None]:
     """Run (or resume) the transfer sweep; write transfer.json and transfer.png (dry run: the plan)."""
     refuse_adaptive_seeds(config, "transfer")
-    if config.adapter != "none":
-        raise MtbioError(f"transfer --adapter {config.adapter}: a LoRA refine run leaves the base encoder unchanged; "
+    adapter = config.adapter_spec()[0]
+    if adapter != "none":
+        raise MtbioError(f"transfer --adapter {adapter}: a LoRA refine run leaves the base encoder unchanged; "
                          "run the transfer study with full training")
     sets, targets = transfer_plan(config)
     state = processes(config)

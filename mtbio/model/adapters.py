@@ -12,16 +12,17 @@ import contextlib
 import copy
 import json
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from safetensors.torch import load_file
 from torch import nn
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import save_pretrained, save_tensors
+from mtbio.registry import Registry, validate_options
 
 ADAPTER_DIR = "adapter"  # heads/<task>/adapter/
 ADAPTER_CONFIG = "adapter_config.json"
@@ -30,14 +31,32 @@ PEFT_PREFIX = "base_model.model."  # the keys of a PeftModel's adapter file star
 LORA_PREFIX = "lora_"  # the names of LoRA's own parameters inside a wrapped layer
 
 
-@dataclass(frozen=True)
-class LoraSettings:
-    """The LoRA options of a run (`--lora-r`, `--lora-alpha`, `--lora-dropout`, `--lora-target-modules`)."""
+class AdapterOptions(BaseModel):
+    """An adapter's options (none by default)."""
 
-    r: int = 8
-    alpha: int = 16
-    dropout: float = 0.1
-    target_modules: tuple[str, ...] = ()
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+ADAPTERS: Registry[type[AdapterOptions]] = Registry("adapter")
+ADAPTERS.register("none")(AdapterOptions)  # the whole encoder trains
+
+
+@ADAPTERS.register("lora")
+class LoraOptions(AdapterOptions):
+    """LoRA's options: `--adapter '{name: lora, r: 16, alpha: 32}'`."""
+
+    r: int = Field(8, ge=1, description="rank")
+    alpha: int = Field(16, ge=1, description="scaling alpha: the update is scaled by alpha/r")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout on the LoRA branch's input")
+    target_modules: tuple[str, ...] = Field((), description="encoder modules that get LoRA, names or name suffixes "
+                                                             "(default: PEFT's for the model type)")
+
+
+def adapter_options(name: str, values: Mapping[str, Any]) -> AdapterOptions:
+    """Adapter `name`'s options model filled from `values`; ValueError naming what does not fit."""
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown adapter '{name}' (registered: {', '.join(ADAPTERS.names())})")
+    return validate_options(ADAPTERS.get(name), values, f"adapter '{name}'")
 
 
 # LoRA targets for model types PEFT has no default for. ModernBERT fuses query, key and value into one linear,
@@ -54,11 +73,11 @@ def default_target_modules(encoder: nn.Module) -> list[str]:
     DEFAULTS = {**MTBIO_TARGET_MODULES, **PEFT_DEFAULTS}
     if model_type not in DEFAULTS:
         raise MtbioError(f"--adapter lora: peft has no default target modules for model type '{model_type}'; "
-                         "name them with --lora-target-modules")
+                         "name them: --adapter '{name: lora, target_modules: [...]}'")
     return list(DEFAULTS[model_type])
 
 
-def lora_config(encoder: nn.Module, settings: LoraSettings) -> Any:
+def lora_config(encoder: nn.Module, settings: LoraOptions) -> Any:
     """The `peft.LoraConfig` of one task's adapter on `encoder`."""
     from peft import LoraConfig
 
@@ -151,8 +170,7 @@ def load_adapter(encoder: nn.Module, task: str, directory: Path, config: Any = N
     if config is not None and (config.r, config.lora_alpha, set(config.target_modules)) != \
             (saved.r, saved.lora_alpha, set(saved.target_modules)):
         raise MtbioError(f"{directory}: adapter trained with r={saved.r}, alpha={saved.lora_alpha}, targets "
-                         f"{sorted(saved.target_modules)}; give the same --lora-r, --lora-alpha and "
-                         "--lora-target-modules")
+                         f"{sorted(saved.target_modules)}; give the same r, alpha and target_modules in --adapter")
     add_adapter(encoder, task, config if config is not None else saved)
     path = directory / ADAPTER_WEIGHTS
     try:

@@ -47,6 +47,42 @@ def _registered(registry: Any, what: str, name: str) -> str:
     return name
 
 
+def _name_and_values(spec: str | dict[str, Any], what: str) -> tuple[str, dict[str, Any]]:
+    """A component given by name or by a mapping of its name and options: the name and the options."""
+    values = dict(spec) if isinstance(spec, dict) else {"name": spec}
+    name = values.pop("name", None)
+    if not isinstance(name, str):
+        raise ValueError(f"a mapping of the {what} needs its name (name: ...)")
+    return name, values
+
+
+def _component(spec: str | dict[str, Any], what: str, registry: Any, options: Any) -> str | dict[str, Any]:
+    """`spec` when it names a registered component whose options model (`options(name, values)`) takes its options;
+    a mapping is written out whole."""
+    name, values = _name_and_values(spec, what)
+    _registered(registry, what, name)
+    checked = options(name, values).model_dump(mode="json")
+    return {"name": name, **checked} if isinstance(spec, dict) else spec
+
+
+RETIRED = {"lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "lora_target_modules": "target_modules"}
+
+
+def upgrade_retired(values: dict[str, Any]) -> dict[str, Any]:
+    """Option values written before their components owned them (a config.yaml of an older run): the `lora_*` keys
+    become the adapter's options where they differ from the defaults, `no_bias_correction` AdamW's."""
+    values = dict(values)
+    if values.pop("no_bias_correction", False):
+        spec = values.get("optimizer", "adamw")
+        values["optimizer"] = {**(spec if isinstance(spec, dict) else {"name": spec}), "bias_correction": False}
+    defaults = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1, "lora_target_modules": []}
+    old = {key: values.pop(key) for key in list(values) if key in RETIRED}
+    given = {RETIRED[key]: value for key, value in old.items() if value != defaults[key]}
+    if given and values.get("adapter") == "lora":
+        values["adapter"] = {"name": "lora", **given}
+    return values
+
+
 class RunConfig(BaseModel):
     """Every run option, defined once: its type, default, limits and help. The CLI options, the YAML
     config keys (same names, dashes or underscores) and the saved `config.yaml` all come from here."""
@@ -107,7 +143,7 @@ class RunConfig(BaseModel):
                            "mtbio.training.schedules (built in: linear decay to 0, cosine, constant).")
     optimizer: str | dict[str, Any] = option(
         "adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, adamax, MT-DNN's choice, "
-        "adafactor); in a --config file or recipe also a mapping with its options, {name: adamw, betas: [0.9, 0.98], "
+        "adafactor); or a YAML mapping with its options, {name: adamw, betas: [0.9, 0.98], "
         "eps: 1.0e-6}.")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
@@ -127,7 +163,7 @@ class RunConfig(BaseModel):
 
     mixer: str | dict[str, Any] = option(
         "proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixers (built in: proportional, "
-        "temperature, uniform, ratio, annealed). In YAML also a mapping of the name and its options, "
+        "temperature, uniform, ratio, annealed), or a YAML mapping of the name and its options, "
         "e.g. {name: annealed, anneal_to: 0.5}; the flags below are shorthands for options.")
     temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
     temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
@@ -135,7 +171,7 @@ class RunConfig(BaseModel):
     aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
     weighting: str | dict[str, Any] = option(
         "fixed", "Loss weighting, a name registered in mtbio.model.weightings: fixed (each task's loss_weight) or "
-        "uncertainty (a learned log-variance per task, Kendall et al. 2018). In YAML also a mapping of the name "
+        "uncertainty (a learned log-variance per task, Kendall et al. 2018), or a YAML mapping of the name "
         "and its options, e.g. {name: uncertainty, lr: 0.01}.")
     bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
                                 "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
@@ -187,18 +223,12 @@ class RunConfig(BaseModel):
     reinit_layers: int | None = option(None, "Re-initialise the top K encoder layers before training.", ge=1)
     drop_top_layers: int | None = option(None, "Remove the top K encoder layers (the saved encoder is shallower).",
                                          ge=1)
-    no_bias_correction: bool = option(False, "AdamW without Adam's bias correction (the original BERT optimizer).",
-                                      flag="--no-bias-correction/--bias-correction")
-    adapter: Literal["none", "lora"] = option(
-        "none", "lora: keep the encoder frozen and train one LoRA adapter per task (PEFT) with the heads; each "
-        "batch runs through its task's adapter. The run's encoder/ stays the base encoder, each task's adapter is "
-        "saved beside its head (heads/<task>/adapter/).")
-    lora_r: int = option(8, "LoRA rank (--adapter lora).", ge=1)
-    lora_alpha: int = option(16, "LoRA scaling alpha: the update is scaled by alpha/r (--adapter lora).", ge=1)
-    lora_dropout: float = option(0.1, "Dropout on the LoRA branch's input (--adapter lora).", ge=0, lt=1)
-    lora_target_modules: list[str] = option([], "Encoder modules that get LoRA (--adapter lora), comma-separated "
-                                            "names or name suffixes.", comma=True,
-                                            shown="peft's default for the model type (BERT, MiniLM: query,value)")
+    adapter: str | dict[str, Any] = option(
+        "none", "An adapter on the frozen encoder, a name registered in mtbio.model.adapters: lora trains one LoRA "
+        "adapter per task (PEFT) with the heads, each batch through its task's adapter; the run's encoder/ stays the "
+        "base encoder, each adapter is saved beside its head (heads/<task>/adapter/). Its options as a mapping, "
+        "--adapter '{name: lora, r: 16, alpha: 32, dropout: 0.1, target_modules: [query, value]}' (defaults: r 8, "
+        "alpha 16, dropout 0.1, PEFT's targets for the model type).")
     patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
                                   ge=1, resumable=True)
 
@@ -214,6 +244,7 @@ class RunConfig(BaseModel):
             return values
         from mtbio.training.recipes import choose, recipe_values
 
+        values = upgrade_retired(values)
         name = choose(str(values.get("recipe") or "auto"), values)
         return {**recipe_values(name), **values, "recipe": name}
 
@@ -241,21 +272,13 @@ class RunConfig(BaseModel):
     @field_validator("optimizer")
     @classmethod
     def _registered_optimizer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        """A known optimizer with options its model takes; a mapping is written out whole."""
-        values = dict(spec) if isinstance(spec, dict) else {"name": spec}
-        name = values.pop("name", None)
-        if not isinstance(name, str):
-            raise ValueError("an optimizer mapping needs its name (name: ...)")
         from mtbio.training.optimizers import OPTIMIZERS, optimizer_options
 
-        _registered(OPTIMIZERS, "optimizer", name)
-        options = optimizer_options(name, values).model_dump(mode="json")
-        return {"name": name, **options} if isinstance(spec, dict) else spec
+        return _component(spec, "optimizer", OPTIMIZERS, optimizer_options)
 
     def optimizer_spec(self) -> tuple[str, dict[str, Any]]:
         """The optimizer's name and options."""
-        values = dict(self.optimizer) if isinstance(self.optimizer, dict) else {"name": self.optimizer}
-        return values.pop("name"), values
+        return _name_and_values(self.optimizer, "optimizer")
 
     @field_validator("schedule")
     @classmethod
@@ -267,13 +290,10 @@ class RunConfig(BaseModel):
     @field_validator("mixer")
     @classmethod
     def _registered_mixer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        name = spec.get("name") if isinstance(spec, dict) else spec
-        if not isinstance(name, str):
-            raise ValueError("a mixer mapping needs its strategy's name (name: ...)")
+        name, _ = _name_and_values(spec, "mixer")  # its options: `_mixer_options`, with the flat shorthands
         from mtbio.data.mixers import MIXERS  # the strategies import torch: not for --help
 
-        if name not in MIXERS:
-            raise ValueError(f"unknown mixer strategy '{name}' (registered: {', '.join(MIXERS.names())})")
+        _registered(MIXERS, "mixer strategy", name)
         return spec
 
     @model_validator(mode="after")
@@ -294,25 +314,30 @@ class RunConfig(BaseModel):
     @field_validator("weighting")
     @classmethod
     def _registered_weighting(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        """A known method with options its model takes; a mapping is written out whole."""
-        values = dict(spec) if isinstance(spec, dict) else {"name": spec}
-        name = values.pop("name", None)
-        if not isinstance(name, str):
-            raise ValueError("a weighting mapping needs its method's name (name: ...)")
         from mtbio.model.weightings import WEIGHTINGS, weighting_options  # the methods import torch
 
-        if name not in WEIGHTINGS:
-            raise ValueError(f"unknown loss weighting '{name}' (registered: {', '.join(WEIGHTINGS.names())})")
-        options = weighting_options(name, values).model_dump()
-        return {"name": name, **options} if isinstance(spec, dict) else spec
+        return _component(spec, "loss weighting", WEIGHTINGS, weighting_options)
 
     def weighting_spec(self) -> tuple[str, dict[str, Any]]:
         """The loss weighting's name and options."""
-        values = dict(self.weighting) if isinstance(self.weighting, dict) else {"name": self.weighting}
-        name = values.pop("name")
+        name, values = _name_and_values(self.weighting, "loss weighting")
         from mtbio.model.weightings import weighting_options
 
         return name, weighting_options(name, values).model_dump()
+
+    @field_validator("adapter")
+    @classmethod
+    def _registered_adapter(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        from mtbio.model.adapters import ADAPTERS, adapter_options  # PEFT's adapters act on torch modules
+
+        return _component(spec, "adapter", ADAPTERS, adapter_options)
+
+    def adapter_spec(self) -> tuple[str, Any]:
+        """The adapter's name and its options model."""
+        name, values = _name_and_values(self.adapter, "adapter")
+        from mtbio.model.adapters import adapter_options
+
+        return name, adapter_options(name, values)
 
     @model_validator(mode="after")
     def _mixer_options(self) -> "RunConfig":
@@ -331,8 +356,9 @@ class RunConfig(BaseModel):
         whole_encoder = [flag for flag, value in (("--freeze-layers", self.freeze_layers),
                                                   ("--reinit-layers", self.reinit_layers),
                                                   ("--layerwise-lr-decay", self.layerwise_lr_decay)) if value is not None]
-        if self.adapter == "lora" and whole_encoder:
-            raise ValueError(f"{', '.join(whole_encoder)}: options for training the whole encoder; --adapter lora "
+        adapter = self.adapter_spec()[0]
+        if adapter != "none" and whole_encoder:
+            raise ValueError(f"{', '.join(whole_encoder)}: options for training the whole encoder; --adapter {adapter} "
                              "keeps the encoder frozen and trains only the adapters and heads")
         return self
 
@@ -390,8 +416,8 @@ def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source
         lines = []
         for err in exc.errors():
             key = ".".join(str(x) for x in err["loc"])
-            msg = "unknown option" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"{source}: '{key}': {msg}" if key else f"{source}: {msg.removeprefix('Value error, ')}")
+            msg = "unknown option" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            lines.append(f"{source}: '{key}': {msg}" if key else f"{source}: {msg}")
         raise MtbioError("\n".join(lines)) from None
 
 

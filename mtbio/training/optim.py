@@ -51,19 +51,12 @@ def weighting_group(groups: list[dict], weighting: nn.Module, lr: float | None) 
     return [g for g in rest if g["params"]] + [{"params": own, "weight_decay": 0.0, **({"lr": lr} if lr else {})}]
 
 
-def build_optimizer(groups: Iterable[dict], name: str, lr: float, bias_correction: bool = True,
+def build_optimizer(groups: Iterable[dict], name: str, lr: float,
                     options: Mapping[str, Any] | None = None) -> torch.optim.Optimizer:
-    """The optimizer registered as `name` (`mtbio.training.optimizers`) with its `options`; AdamW without bias
-    correction, as the original BERT, when asked."""
+    """The optimizer registered as `name` (`mtbio.training.optimizers`) with its `options`."""
     from mtbio.training.optimizers import OPTIMIZERS, optimizer_options
 
     values = optimizer_options(name, options or {}).model_dump()
-    if not bias_correction:
-        if name != "adamw":
-            raise MtbioError(f"--no-bias-correction applies to --optimizer adamw, not {name}")
-        from mtbio.training.stabilize import AdamWNoBiasCorrection
-
-        return AdamWNoBiasCorrection(list(groups), lr=lr, **values)
     return OPTIMIZERS.get(name)(list(groups), lr, **values)
 
 

@@ -76,7 +76,6 @@ class TrainerOptions:
     optimizer: tuple[str, dict[str, Any]]  # name and options
     weight_decay: float
     layerwise_lr_decay: float | None
-    no_bias_correction: bool
     warmup: float
     schedule: str
     l2sp: float | None
@@ -266,7 +265,7 @@ class Trainer:
         groups = parameter_groups(model, options.weight_decay, lr, options.layerwise_lr_decay)
         groups = weighting_group(groups, model.weighting, model.weighting.learning_rate())
         name, settings = options.optimizer
-        optimizer = build_optimizer(groups, name, lr, bias_correction=not options.no_bias_correction, options=settings)
+        optimizer = build_optimizer(groups, name, lr, options=settings)
         self.scheduler = build_scheduler(optimizer, self.total_steps, options.warmup, options.schedule)
         # The scheduler is stepped by hand once per optimizer step (Accelerate's wrapper would
         # step it once per process).
