@@ -91,3 +91,21 @@ def test_the_cli_and_its_help_import_no_torch() -> None:
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout[:300]
+
+
+def test_the_run_config_does_not_travel_below_the_experiments() -> None:
+    """Below experiments/ a function takes the run's whole config only to narrow it (`TrainerOptions.of`,
+    `StepOptions.of`) or in the config's own module: the trainer, the step engine and the components receive what
+    they read."""
+    takers = set()
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                annotations = [ast.unparse(a.annotation) for a in node.args.args + node.args.kwonlyargs if a.annotation]
+                if any("RunConfig" in a or "StudyConfig" in a for a in annotations):
+                    takers.add(f"{module}.{node.name}")
+    below = {t for t in takers if _layer(t) < LAYERS.index("experiments")}
+    assert below == {"mtbio.training.config.build_config", "mtbio.training.config.save_config",
+                     "mtbio.training.trainer.of", "mtbio.training.step_engine.of"}
+    assert len(takers - below) > 50  # the walk is found at all: the experiments take it
