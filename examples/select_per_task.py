@@ -1,7 +1,8 @@
 """The `--select per-task` study's table (issue 67) from the cells `examples/select_per_task.sh` kept: per task, the
 test score of the default selection (the run's best mean dev evaluation) and of the task's own best dev evaluation,
 mean ± sd over seeds, and their paired difference judged by the shared rule (v2, Holm over the four tasks). Dev is
-shown, not tested: the per-task arm is the best of the same evaluations on dev by construction.
+shown, not tested: the per-task arm is the best of the same evaluations on dev by construction. Beside them, each
+task's trivial score and best no-training baseline on dev (mean over seeds).
 
 Reads committed files only; writes RESULTS/summary.json and prints the page's table.
 
@@ -56,6 +57,9 @@ def build(results: Path) -> dict[str, Any]:
                           "per_task": _mean_sd(list(own.values())) if own else None}
             if split == "test" and default and own:
                 tests[task] = compare(own, default, metric)
+        baselines = [cells[s]["run"].get("baselines", {}).get(task, {}) for s in seeds]
+        row["trivial"] = _mean_sd([cells[s]["run"]["trivial"][task] for s in seeds]) if seeds else None
+        row["baseline"] = _mean_sd([max(b.values()) for b in baselines]) if seeds and all(baselines) else None
         row["steps"] = {"default": [cells[s]["run"]["best_step"] for s in seeds],
                         "per_task": [cells[s]["best"][task]["best_step"] for s in seeds]}
         rows.append(row)
@@ -70,14 +74,16 @@ def table(summary: dict[str, Any]) -> str:
         mean, sd = entry
         return f"{100 * mean:.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "")
 
-    lines = ["| task (metric) | seeds | dev: default | dev: per-task | test: default | test: per-task | "
-             "best steps (default / per-task) | test Δ per-task − default |", "|---|---:|---:|---:|---:|---:|---|---|"]
+    lines = ["| task (metric) | seeds | dev: trivial | dev: best no-training baseline | dev: default | dev: per-task | "
+             "test: default | test: per-task | best steps (default / per-task) | test Δ per-task − default |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in summary["rows"]:
         test = summary["tests"].get(row["task"])
         interval = (f" [{100 * test['ci'][0]:+.2f}, {100 * test['ci'][1]:+.2f}]" if test and test["ci"] else "")
         delta = f"{100 * test['delta']:+.2f}{interval}, {verdict_text(test)}" if test else "–"
         steps = ", ".join(f"{a}/{b}" for a, b in zip(row["steps"]["default"], row["steps"]["per_task"]))
-        lines.append(f"| {row['task']} ({row['metric']}) | {len(row['seeds'])} | {shown(row['dev']['default'])} | "
+        lines.append(f"| {row['task']} ({row['metric']}) | {len(row['seeds'])} | {shown(row['trivial'])} | "
+                     f"{shown(row['baseline'])} | {shown(row['dev']['default'])} | "
                      f"{shown(row['dev']['per_task'])} | {shown(row['test']['default'])} | "
                      f"{shown(row['test']['per_task'])} | {steps} | {delta} |")
     return "\n".join(lines)
