@@ -34,7 +34,7 @@ from mtbio.experiments.common import train_examples_of
 from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
-from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter, lora_config
+from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter
 from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
                                  sentence_pooling)
 from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
@@ -330,23 +330,23 @@ def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef]
 
 
 def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_source: Path | None) -> tuple[str, ...]:
-    """With --adapter lora, a LoRA adapter per task in `encoder` (frozen): the one saved under
-    `heads_source/<task>/adapter/` where the heads start from a LoRA run, else a new one. Returns the adapted tasks."""
+    """With an --adapter (lora), an adapter per task in `encoder` (frozen), made from the adapter's PEFT config: the
+    one saved under `heads_source/<task>/adapter/` where the heads start from an adapter run, else a new one. Returns
+    the adapted tasks."""
     saved = {t.name: heads_source / t.name / ADAPTER_DIR for t in tasks} if heads_source is not None else {}
     saved = {name: path for name, path in saved.items() if path.is_dir()}
-    name, options = config.adapter_spec()
-    if name == "none":
+    peft_config = config.adapter_spec()[1].peft_config(encoder)
+    if peft_config is None:
         if saved and heads_source is not None:
             raise MtbioError(f"{heads_source.parent}: a LoRA run (its encoder is the base the adapters apply to); "
                              "fine-tune it with --adapter lora")
         return ()
-    lora = lora_config(encoder, options)
     for task in tasks:
         if task.name in saved:
-            load_adapter(encoder, task.name, saved[task.name], lora)
+            load_adapter(encoder, task.name, saved[task.name], peft_config)
             log.info("%s: adapter starts from %s", task.name, saved[task.name])
         else:
-            add_adapter(encoder, task.name, lora)
+            add_adapter(encoder, task.name, peft_config)
     return tuple(t.name for t in tasks)
 
 

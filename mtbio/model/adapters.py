@@ -32,9 +32,13 @@ LORA_PREFIX = "lora_"  # the names of LoRA's own parameters inside a wrapped lay
 
 
 class AdapterOptions(BaseModel):
-    """An adapter's options (none by default)."""
+    """An adapter's options (none by default) and the PEFT config they make for one task's adapter."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def peft_config(self, encoder: nn.Module) -> Any:
+        """The PEFT config of one task's adapter on `encoder` (None: no adapter, the whole encoder trains)."""
+        return None
 
 
 ADAPTERS: Registry[type[AdapterOptions]] = Registry("adapter")
@@ -50,6 +54,13 @@ class LoraOptions(AdapterOptions):
     dropout: float = Field(0.1, ge=0, lt=1, description="dropout on the LoRA branch's input")
     target_modules: tuple[str, ...] = Field((), description="encoder modules that get LoRA, names or name suffixes "
                                                              "(default: PEFT's for the model type)")
+
+    def peft_config(self, encoder: nn.Module) -> Any:
+        from peft import LoraConfig
+
+        targets = list(self.target_modules) or default_target_modules(encoder)
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=targets,
+                          base_model_name_or_path=getattr(encoder, "name_or_path", None) or None)
 
 
 def adapter_options(name: str, values: Mapping[str, Any]) -> AdapterOptions:
@@ -75,15 +86,6 @@ def default_target_modules(encoder: nn.Module) -> list[str]:
         raise MtbioError(f"--adapter lora: peft has no default target modules for model type '{model_type}'; "
                          "name them: --adapter '{name: lora, target_modules: [...]}'")
     return list(DEFAULTS[model_type])
-
-
-def lora_config(encoder: nn.Module, settings: LoraOptions) -> Any:
-    """The `peft.LoraConfig` of one task's adapter on `encoder`."""
-    from peft import LoraConfig
-
-    targets = list(settings.target_modules) or default_target_modules(encoder)
-    return LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets,
-                      base_model_name_or_path=getattr(encoder, "name_or_path", None) or None)
 
 
 def add_adapter(encoder: nn.Module, task: str, config: Any) -> None:
