@@ -75,11 +75,13 @@ def upgrade_retired(values: dict[str, Any]) -> dict[str, Any]:
     if values.pop("no_bias_correction", False):
         spec = values.get("optimizer", "adamw")
         values["optimizer"] = {**(spec if isinstance(spec, dict) else {"name": spec}), "bias_correction": False}
-    defaults = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1, "lora_target_modules": []}
-    old = {key: values.pop(key) for key in list(values) if key in RETIRED}
-    given = {RETIRED[key]: value for key, value in old.items() if value != defaults[key]}
-    if given and values.get("adapter") == "lora":
-        values["adapter"] = {"name": "lora", **given}
+    old = {RETIRED[key]: values.pop(key) for key in list(values) if key in RETIRED}
+    if old and values.get("adapter") == "lora":
+        from mtbio.model.adapters import LoraOptions
+
+        defaults = LoraOptions().model_dump(mode="json")
+        given = {key: value for key, value in old.items() if value != defaults[key]}
+        values["adapter"] = {"name": "lora", **given} if given else "lora"
     return values
 
 
