@@ -188,7 +188,10 @@ def _option_from_field(name: str, field: Any) -> Any:
 class _Component(click.ParamType):
     """A component's name, or a YAML mapping of its name and options: `--adapter '{name: lora, r: 16}'`."""
 
-    name = "NAME|{name: ..., option: value}"
+    name = "component"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "NAME|'{name: NAME, OPTION: VALUE}'"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str) or not value.lstrip().startswith("{"):
