@@ -35,7 +35,7 @@ def test_a_modernbert_gets_its_authors_recipe_by_name_or_by_its_directorys_famil
         config = RunConfig(encoder=encoder)
         assert (config.recipe, config.lr, config.epochs, config.weight_decay, config.warmup, config.min_steps) == (
             "modernbert", 8e-5, 2, 8e-6, 0.0, 200)
-        assert config.optimizer_spec() == ("adamw", {"betas": [0.9, 0.98], "eps": 1e-6})
+        assert config.optimizer_spec() == ("adamw", {"betas": [0.9, 0.98], "eps": 1e-6, "bias_correction": True})
 
 
 def test_an_encoder_directory_gets_a_recipe_without_the_packaged_encoder_installed(

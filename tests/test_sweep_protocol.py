@@ -13,7 +13,7 @@ import torch
 from mtbio.errors import MtbioError
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import check_protocol, protocol, record_protocol
-from mtbio.training.config import RunConfig, protocol_options, run_options
+from mtbio.training.config import RunConfig, protocol_options, run_options, upgrade_retired
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
@@ -21,7 +21,8 @@ SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
 
 @pytest.mark.parametrize("sweep_dir", SWEEPS, ids=lambda p: p.name)
 def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
-    saved = json.loads((sweep_dir / "sweep.json").read_text())["protocol"]
+    # options recorded before their component owned them (lora_*, no_bias_correction) read as its options
+    saved = upgrade_retired(json.loads((sweep_dir / "sweep.json").read_text())["protocol"])
     # every option they recorded is still part of the protocol, but the checkpoint and log cadence (recorded
     # before they were found not to change what a cell trains)
     assert set(saved) - set(protocol_options()) <= {"save_every", "log_every"}
@@ -61,6 +62,14 @@ def test_component_options_are_part_of_the_protocol(tmp_path: Path) -> None:
     assert "weighting" not in saved
     # recorded before --weighting (and the small-data options) existed: trained at their defaults
     check_protocol(old, StudyConfig(**saved, recipe="mt-bert"))
+    # recorded while LoRA's options were flat run options: read as the adapter's
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    recorded = {**protocol(StudyConfig(adapter="lora")), "lora_r": 4, "lora_alpha": 16, "no_bias_correction": False}
+    (flat / "sweep.json").write_text(json.dumps({"protocol": recorded}))
+    check_protocol(flat, StudyConfig(adapter={"name": "lora", "r": 4}))
+    with pytest.raises(MtbioError, match="adapter: .*'r': 4, .* there, 'lora' now"):
+        check_protocol(flat, StudyConfig(adapter="lora"))
 
 
 def test_checkpoint_and_log_cadence_do_not_change_what_a_cell_trains(tmp_path: Path, tiny_encoder: str) -> None:

@@ -46,7 +46,7 @@ from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
 from mtbio.training.checkpoint import latest_checkpoint, listener_states
-from mtbio.training.config import RunConfig, protocol_options
+from mtbio.training.config import RunConfig, protocol_options, upgrade_retired
 from mtbio.training.distributed import on_main_then_share
 from mtbio.training.trainer import StopRequested, TrainerOptions, build_sampler, make_accelerator, run_length
 
@@ -155,8 +155,10 @@ def check_protocol(sweep_dir: Path, config: StudyConfig) -> None:
     if not path.is_file():
         return
     current = protocol(config)
-    # an option recorded before it left the protocol (it does not change what a cell trains) is not compared
-    saved = {k: v for k, v in json.loads(path.read_text()).get("protocol", {}).items() if k in current}
+    # an option recorded before it left the protocol (it does not change what a cell trains) is not compared; one
+    # recorded before its component owned it is read as that component's option
+    recorded = upgrade_retired(json.loads(path.read_text()).get("protocol", {}))
+    saved = {k: v for k, v in recorded.items() if k in current}
     # an option added to mtbio after the sweep was recorded was trained as if at its field default (what it leaves
     # off), not at today's recipe value
     defaults = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()}

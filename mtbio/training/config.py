@@ -69,19 +69,23 @@ RETIRED = {"lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "lor
 
 
 def upgrade_retired(values: dict[str, Any]) -> dict[str, Any]:
-    """Option values written before their components owned them (a config.yaml of an older run): the `lora_*` keys
-    become the adapter's options where they differ from the defaults, `no_bias_correction` AdamW's."""
+    """Option values written before their components owned them (a config.yaml or sweep protocol of an older run):
+    the `lora_*` keys become the adapter's options where they differ from the defaults, `no_bias_correction` AdamW's;
+    each as the mapping a run writes (whole)."""
     values = dict(values)
     if values.pop("no_bias_correction", False):
-        spec = values.get("optimizer", "adamw")
-        values["optimizer"] = {**(spec if isinstance(spec, dict) else {"name": spec}), "bias_correction": False}
+        from mtbio.training.optimizers import optimizer_options
+
+        name, options = _name_and_values(values.get("optimizer", "adamw"), "optimizer")
+        options = optimizer_options(name, {**options, "bias_correction": False}).model_dump(mode="json")
+        values["optimizer"] = {"name": name, **options}
     old = {RETIRED[key]: values.pop(key) for key in list(values) if key in RETIRED}
     if old and values.get("adapter") == "lora":
         from mtbio.model.adapters import LoraOptions
 
         defaults = LoraOptions().model_dump(mode="json")
         given = {key: value for key, value in old.items() if value != defaults[key]}
-        values["adapter"] = {"name": "lora", **given} if given else "lora"
+        values["adapter"] = {"name": "lora", **LoraOptions(**given).model_dump(mode="json")} if given else "lora"
     return values
 
 
