@@ -5,7 +5,8 @@
 # zero-shot cosine of pairs, computed on the run's own data). Declared in examples/small_data_floor.md before the
 # first cell; the table is written by examples/small_data_floor.py from the kept cells.
 #
-#   bash examples/small_data_floor.sh           # resumes: a cell whose results are in RESULTS is skipped
+#   bash examples/small_data_floor.sh           # resumes: a cell whose results are in RESULTS is skipped, an
+#                                               # interrupted one continues from its newest checkpoint
 #   PLAN_ONLY=1 bash examples/small_data_floor.sh   # the size and task of each point, in the order they run
 #
 # Cells: ARM/TASK/n-SIZE/seed-S. A finished cell's small files (results.json, config.yaml, tasks/) are copied to
@@ -80,9 +81,10 @@ plan | while read -r size task; do
         cell="$arm/$task/n-$size/seed-$seed"
         [ -f "$RESULTS/$cell/results.json" ] && continue
         read -r -a options <<< "$(arm_args "$arm")"
-        rm -rf "${OUT:?}/$cell"
+        resume=()
+        [ -f "$OUT/$cell/$task/config.yaml" ] && resume=(--resume)  # an interrupted cell continues from its newest checkpoint
         "$MTBIO" finetune --task "$task" --encoder "$ENCODER" --data-dir "$DATA_DIR" --seed "$seed" \
-            --max-train-examples "$size" "${options[@]}" "${extra[@]}" --output "$OUT/$cell"
+            --max-train-examples "$size" "${options[@]}" "${extra[@]}" "${resume[@]}" --output "$OUT/$cell"
         mkdir -p "$RESULTS/$cell/tasks"
         cp "$OUT/$cell/$task/results.json" "$OUT/$cell/$task/config.yaml" "$RESULTS/$cell/"
         cp "$OUT/$cell/$task/tasks/"*.yml "$RESULTS/$cell/tasks/"
