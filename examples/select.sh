@@ -14,6 +14,7 @@
 # Its first run gave each cell its recipe epochs (TRAIN_ARGS="... --no-matched-steps", OUT=examples/select_biomedical).
 #
 #   bash examples/select.sh          # resumes: finished cells are skipped
+#   PREDICTION_FROM=examples/select_biomedical OUT=... bash examples/select.sh   # the ranking read back from there
 #
 # Each target's sweep directory is $OUT/<target>/ (select.json, select.md, the cells' small files; weights are
 # ignored by git); `python examples/select_summary.py $OUT` tables them. tests/test_examples.py runs this script
@@ -40,6 +41,13 @@ MTBIO=${MTBIO:-mtbio}
 read -r -a train_args <<< "$TRAIN_ARGS"
 read -r -a predictor_args <<< "$PREDICTOR_ARGS"
 for target in $TARGETS; do
+  # PREDICTION_FROM: an earlier study's directory whose ranking of the candidates is read back (its
+  # <target>/prediction-PREDICTOR/), so the same partners are verified and the predictor is not run again
+  kept="${PREDICTION_FROM:-}/$target/prediction-$PREDICTOR"
+  if [ -n "${PREDICTION_FROM:-}" ] && [ ! -e "$OUT/$target/prediction-$PREDICTOR" ]; then
+    [ -f "$kept/affinity.json" ] || { echo "PREDICTION_FROM: no $kept/affinity.json" >&2; exit 2; }
+    mkdir -p "$OUT/$target" && cp -r "$kept" "$OUT/$target/"
+  fi
   "$MTBIO" select --target "$target" --candidates "$CANDIDATES" --top "$TOP" --predictor "$PREDICTOR" \
       --task-examples "$target=$TARGET_EXAMPLES" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" \
       "${train_args[@]}" "${predictor_args[@]}" --seed 42 --seeds "$SEEDS" --parallel "$PARALLEL" \

@@ -234,6 +234,14 @@ def test_select_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None:
     assert configs and all(yaml.safe_load(c.read_text())["task_examples"] == ["demo-ner=8"] for c in configs)
     again = _run_script("select.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
+    settings.update(OUT=str(tmp_path / "select_again"), PREDICTION_FROM=str(out))  # the ranking read back
+    reread = _run_script("select.sh", tmp_path, train_args, **settings)
+    assert reread.returncode == 0, reread.stderr[-2000:]
+    assert "prediction read back from" in reread.stdout + reread.stderr
+    ranking = json.loads((tmp_path / "select_again" / "demo-ner" / "select.json").read_text())["ranking"]
+    assert ranking == result["ranking"]
+    assert (tmp_path / "select_again" / "demo-ner" / "prediction-size_ratio" / "affinity.json").read_bytes() == \
+        (out / "demo-ner" / "prediction-size_ratio" / "affinity.json").read_bytes()
 
 
 @pytest.mark.long
