@@ -6,7 +6,8 @@ Per target: the predictor's ranking, the verified pairs (dev Δ, the interval ov
 Holm-adjusted p, verdict), the three arms on test (mean ± sd over seeds; dev beside it) with each arm's optimizer steps, the
 comparisons on test, and the cost of `select` against the full pairwise sweep it replaces (the target alone and
 with every candidate, same seeds), in cell wall seconds. With a data directory, the target's trivial score on
-test (the better of its capped training set's majority and the best constant on test) is added.
+test (the better of its capped training set's majority and the best constant on test) is added, and the target's
+no-training baselines on dev where its alone cells kept them.
 """
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ def _wall(cells_dir: Path) -> float:
 
 def _steps(cells_dir: Path) -> int:
     return int(statistics.mean(r["steps"] for r in _results(cells_dir)))
+
+
+def dev_baselines(directory: Path, target: str) -> str:
+    """The target's no-training baselines on dev from its alone cells (mean over seeds), '' where none were kept."""
+    kept = [r.get("baselines", {}).get(target) for r in _results(directory / "pairwise" / "baselines" / target)]
+    if not kept or not all(kept):
+        return ""
+    means = {name: statistics.mean(b[name] for b in kept) for name in kept[0]}
+    return "; no-training baselines on dev: " + ", ".join(f"{name} {value:.3f}" for name, value in means.items())
 
 
 def test_trivial(target: str, data_dir: Path, train_examples: int | None) -> float:
@@ -88,7 +98,7 @@ def section(directory: Path, data_dir: Path | None) -> str:
         steps[name] = _steps(group) if members and group.is_dir() else steps["alone"]
     trivial = f"; trivial score on test {test_trivial(target, data_dir, _target_cap(directory, result)):.3f}" \
         if data_dir else ""
-    lines += ["", f"Selected: {selected}{trivial}.", "",
+    lines += ["", f"Selected: {selected}{trivial}{dev_baselines(directory, target)}.", "",
               "| arm | test | dev | steps |", "|---|---|---|---:|"]
     for arm in ("alone", "selected", "all"):
         t, d = outcome["scores"][arm], dev["scores"][arm]

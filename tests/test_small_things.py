@@ -150,3 +150,21 @@ def test_the_select_pages_tables_are_the_committed_files(data_dir: Path) -> None
         assert table.rstrip() in page
     for name in ("table-dev.md", "table-dev-arms.md"):  # the group-training comparison (select_training.sh)
         assert (repo / "examples" / "select_training" / name).read_text().split("\n\ndev split")[0] in page
+
+
+def test_the_select_summary_shows_the_targets_dev_baselines(tmp_path: Path) -> None:
+    """select_summary.py's baselines line: the alone cells' no-training baselines, meaned over seeds; none kept, none shown."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("select_summary", Path(__file__).resolve().parents[1] / "examples"
+                                                  / "select_summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    cells = tmp_path / "pairwise" / "baselines" / "mqp"
+    for seed, probe in ((42, 0.5), (43, 0.6)):
+        (cells / f"seed-{seed}").mkdir(parents=True)
+        kept = {"baselines": {"mqp": {"probe": probe, "cosine-mean": 0.8}}}
+        (cells / f"seed-{seed}" / "results.json").write_text(json.dumps(kept))
+    assert summary.dev_baselines(tmp_path, "mqp") == "; no-training baselines on dev: probe 0.550, cosine-mean 0.800"
+    (cells / "seed-43" / "results.json").write_text("{}")
+    assert summary.dev_baselines(tmp_path, "mqp") == ""
