@@ -2,7 +2,9 @@
 tokens, as the packaged sentence-transformers encoder embeds a text."""
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -365,3 +367,42 @@ def test_the_packaged_encoders_recipe_trains_100_mqp_pairs_as_a_bi_encoder(tmp_p
     assert chosen["probes"]["bi"] - chosen["probes"]["cross"] > 0.1
     assert "type: cosine_classification" in (run / "mqp" / "tasks" / "mqp.yml").read_text()
     assert "pair_form: auto" in (run / "mqp" / "config.yaml").read_text()
+
+
+
+def test_a_resumed_small_set_run_evaluates_where_an_uninterrupted_one_does(tmp_path: Path, tiny_encoder: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-step epochs under a step floor are evaluated every tenth of the run (steps 3, 6, ...). A run resumed from
+    the checkpoint of step 4, between two evaluations, evaluates at the same steps, keeps the same step and
+    reports the same LP-FT start (its fitted heads and their dev scores travel with the checkpoints)."""
+    from mtbio.training import checkpoint
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", functools.partial(checkpoint.save_checkpoint, keep=0))
+    common = ["finetune", "--task", "demo-relation", "--task-defs", str(SAMPLE_DIR / "task_defs"), "--data-dir",
+              str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-train-examples", "8", "--batch-size", "8",
+              "--min-steps", "30", "--save-every", "2", "--max-length", "48", "--no-baselines", "--lp-ft"]
+    result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "through")])
+    assert result.exit_code == 0, result.output
+    through, resumed = tmp_path / "through" / "demo-relation", tmp_path / "resumed" / "demo-relation"
+    shutil.copytree(through, resumed)
+    for kept in (resumed / "checkpoints").iterdir():
+        if int(kept.name.split("-")[1]) > 4:
+            shutil.rmtree(kept)  # as if stopped after step 4's checkpoint
+    (resumed / "results.json").unlink()
+    result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "resumed"), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "resumed from" in (resumed / "run.log").read_text() and "(step 4)" in (resumed / "run.log").read_text()
+
+    def evaluations(run: Path) -> dict[int, float]:
+        lines = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        return {r["step"]: r["selection"] for r in lines if r["split"] == "dev"}
+
+    assert sorted(evaluations(through)) == list(range(0, 31, 3))
+    assert evaluations(resumed) == pytest.approx(evaluations(through), abs=1e-6)
+    first, second = (json.loads((run / "results.json").read_text()) for run in (through, resumed))
+    assert [second[k] for k in ("best_step", "steps", "lp_start")] == [first[k] for k in ("best_step", "steps", "lp_start")]
+    for key in ("start_scores", "dev"):
+        flat = [{f"{task}/{name}": value for task, scores in r[key].items() for name, value in scores.items()}
+                for r in (first, second)]
+        assert flat[1] == pytest.approx(flat[0], abs=1e-6), key
+    assert first["lp_start"] == ["demo-relation"] and first["start_scores"] != {}

@@ -395,7 +395,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             if config.baselines and accelerator.is_main_process else {}
     per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
         if config.select_by == "per-task" and len(tasks) > 1 else None
-    start = EvaluateStart() if any(lp_start.values()) else None
+    fitted = [name for name, done in lp_start.items() if done]
+    start = EvaluateStart(fitted) if fitted or (resuming and config.lp_ft) else None  # resumed: its state comes back
     own = [listener for listener in (start, per_task) if listener is not None]
     trainer = Trainer(model, tokenizer, data, TrainerOptions.of(config), run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])
@@ -453,7 +454,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
         "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
                           for name, found in per_task.best.items()} if per_task is not None else {},
-        "lp_start": sorted(name for name, done in lp_start.items() if done),  # heads fitted before step 1 (--lp-ft)
+        "lp_start": start.heads if start is not None else [],  # heads fitted before step 1 (--lp-ft)
         "start_scores": start.scores if start is not None else {},  # their dev scores before step 1
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
         "below_baselines": below,  # task → the baseline its dev score is below

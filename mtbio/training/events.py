@@ -10,7 +10,7 @@ once per epoch), `--patience` and the affinity probe are listeners; so is anythi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Listener:
         """After a dev evaluation (its scores per task; whether it was the best so far)."""
 
     def on_save(self, trainer: Any, flow: Flow) -> None:
-        """After a checkpoint was written."""
+        """After a checkpoint was written (and once on resuming: the checkpoint resumed from)."""
 
     def on_train_end(self, trainer: Any) -> None:
         """After the last evaluation and checkpoint."""
@@ -64,7 +64,10 @@ class Schedule(Listener):
     """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every
     `--save-every` steps and at the end of each epoch. A run of many short epochs (a small set under `--min-steps`)
     evaluates and checkpoints at an epoch's end only once a tenth of the run has passed since the last time; the
-    run's end always does both."""
+    run's end always does both. When it last did each travels with the checkpoints, so a resumed run evaluates at
+    the steps an uninterrupted one does."""
+
+    state_key = "schedule"
 
     def __init__(self, eval_every: int | None, save_every: int | None):
         self.eval_every, self.save_every = eval_every, save_every
@@ -86,13 +89,23 @@ class Schedule(Listener):
     def on_save(self, trainer: Any, flow: Flow) -> None:
         self.last_saved = trainer.state.global_step
 
+    def state_dict(self) -> dict[str, Any]:  # when it last saved: the checkpoint resumed from (its on_save)
+        return {"last_evaluated": self.last_evaluated}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.last_evaluated = state["last_evaluated"]
+
 
 class EvaluateStart(Listener):
     """Evaluate the starting weights, so that dev-based selection can keep them: a run whose heads start fitted
-    (LP-FT) keeps its start when no later evaluation is better on dev, instead of ending below it. `scores`: the
-    start's dev scores."""
+    (LP-FT) keeps its start when no later evaluation is better on dev, instead of ending below it. `heads`: the tasks
+    whose heads were fitted; `scores`: the start's dev scores. Both travel with the checkpoints (a resumed run
+    reports them)."""
 
-    def __init__(self) -> None:
+    state_key = "start"
+
+    def __init__(self, heads: Sequence[str] = ()) -> None:
+        self.heads = sorted(heads)
         self.scores: dict[str, dict[str, float]] = {}
 
     def on_train_start(self, trainer: Any, flow: Flow) -> None:
@@ -101,6 +114,12 @@ class EvaluateStart(Listener):
     def on_evaluate(self, trainer: Any, scores: dict[str, dict[str, float]], improved: bool, flow: Flow) -> None:
         if trainer.state.global_step == 0:
             self.scores = scores
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"heads": self.heads, "scores": self.scores}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.heads, self.scores = list(state.get("heads", [])), dict(state.get("scores", {}))
 
 
 class EarlyStopping(Listener):

@@ -532,6 +532,8 @@ class Trainer:
         for name, listener in self._stateful_listeners().items():
             if name in self.state.listeners:
                 listener.load_state_dict(self.state.listeners[name])
+        for listener in self.listeners:  # the checkpoint resumed from is the run's last save
+            listener.on_save(self, self.flow)
         if self.accelerator.is_main_process:  # evaluations after the checkpoint will be redone
             ckpt.truncate_metrics(RunDir(self.run_dir).metrics_file, self.state.global_step)
         log.info("resumed from %s (step %d)", latest, self.state.global_step)
