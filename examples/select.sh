@@ -42,11 +42,12 @@ read -r -a train_args <<< "$TRAIN_ARGS"
 read -r -a predictor_args <<< "$PREDICTOR_ARGS"
 for target in $TARGETS; do
   # PREDICTION_FROM: an earlier study's directory whose ranking of the candidates is read back (its
-  # <target>/prediction-PREDICTOR/), so the same partners are verified and the predictor is not run again
-  kept="${PREDICTION_FROM:-}/$target/prediction-$PREDICTOR"
+  # <target>/prediction-PREDICTOR/affinity.json, alone: its cells were not run here, so their cost is not counted),
+  # so the same partners are verified and the predictor is not run again
+  kept="${PREDICTION_FROM:-}/$target/prediction-$PREDICTOR/affinity.json"
   if [ -n "${PREDICTION_FROM:-}" ] && [ ! -e "$OUT/$target/prediction-$PREDICTOR" ]; then
-    [ -f "$kept/affinity.json" ] || { echo "PREDICTION_FROM: no $kept/affinity.json" >&2; exit 2; }
-    mkdir -p "$OUT/$target" && cp -r "$kept" "$OUT/$target/"
+    [ -f "$kept" ] || { echo "PREDICTION_FROM: no $kept" >&2; exit 2; }
+    mkdir -p "$OUT/$target/prediction-$PREDICTOR" && cp "$kept" "$OUT/$target/prediction-$PREDICTOR/"
   fi
   "$MTBIO" select --target "$target" --candidates "$CANDIDATES" --top "$TOP" --predictor "$PREDICTOR" \
       --task-examples "$target=$TARGET_EXAMPLES" --encoder "$ENCODER" --data-dir "$DATA_DIR" --recipe "$RECIPE" \

@@ -89,7 +89,7 @@ class Schedule(Listener):
     def on_save(self, trainer: Any, flow: Flow) -> None:
         self.last_saved = trainer.state.global_step
 
-    def state_dict(self) -> dict[str, Any]:  # when it last saved: the checkpoint resumed from (its on_save)
+    def state_dict(self) -> dict[str, Any]:  # last_saved needs no state: on resuming, on_save gives the checkpoint's step
         return {"last_evaluated": self.last_evaluated}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
