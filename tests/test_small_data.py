@@ -369,7 +369,6 @@ def test_the_packaged_encoders_recipe_trains_100_mqp_pairs_as_a_bi_encoder(tmp_p
     assert "pair_form: auto" in (run / "mqp" / "config.yaml").read_text()
 
 
-
 def test_a_resumed_small_set_run_evaluates_where_an_uninterrupted_one_does(tmp_path: Path, tiny_encoder: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """One-step epochs under a step floor are evaluated every tenth of the run (steps 3, 6, ...). A run resumed from

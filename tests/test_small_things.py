@@ -154,33 +154,29 @@ def test_the_select_pages_tables_are_the_committed_files(data_dir: Path) -> None
 
 def test_the_select_summary_shows_the_targets_dev_baselines(tmp_path: Path) -> None:
     """select_summary.py's baselines line: the alone cells' no-training baselines, meaned over seeds; none kept, none shown."""
-    import importlib.util
+    import runpy
 
-    spec = importlib.util.spec_from_file_location("select_summary", Path(__file__).resolve().parents[1] / "examples"
-                                                  / "select_summary.py")
-    summary = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summary)
+    dev_baselines = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "select_summary.py"))[
+        "dev_baselines"]
     cells = tmp_path / "pairwise" / "baselines" / "mqp"
     for seed, probe in ((42, 0.5), (43, 0.6)):
         (cells / f"seed-{seed}").mkdir(parents=True)
         kept = {"baselines": {"mqp": {"probe": probe, "cosine-mean": 0.8}}}
         (cells / f"seed-{seed}" / "results.json").write_text(json.dumps(kept))
-    assert summary.dev_baselines(tmp_path, "mqp") == "; no-training baselines on dev: probe 0.550, cosine-mean 0.800"
+    assert dev_baselines(tmp_path, "mqp") == "; no-training baselines on dev: probe 0.550, cosine-mean 0.800"
     (cells / "seed-43" / "results.json").write_text("{}")
-    assert summary.dev_baselines(tmp_path, "mqp") == ""
+    assert dev_baselines(tmp_path, "mqp") == ""
 
 
 def test_the_floor_pages_table_and_count_are_the_committed_cells() -> None:
     """examples/small_data_floor.md shows small_data_floor.py's table of the committed cells, and the page and the
     README count those cells."""
-    import importlib.util
+    import runpy
 
     repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("small_data_floor", repo / "examples" / "small_data_floor.py")
-    floor = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(floor)
+    floor = runpy.run_path(str(repo / "examples" / "small_data_floor.py"))
     cells = repo / "examples" / "small_data_floor"
     page = (repo / "examples" / "small_data_floor.md").read_text()
-    assert floor.table(floor.build(cells)).strip() in page
+    assert floor["table"](floor["build"](cells)).strip() in page
     count = f"{len(list(cells.glob('*/*/n-*/seed-*/results.json')))} of about 220 cells"
     assert f"## Status ({count}" in page and count in (repo / "README.md").read_text()
