@@ -405,3 +405,15 @@ def test_a_resumed_small_set_run_evaluates_where_an_uninterrupted_one_does(tmp_p
                 for r in (first, second)]
         assert flat[1] == pytest.approx(flat[0], abs=1e-6), key
     assert first["lp_start"] == ["demo-relation"] and first["start_scores"] != {}
+
+    # stopped after the last checkpoint, before results.json: the resume writes results without a second evaluation
+    final = tmp_path / "final" / "demo-relation"
+    shutil.copytree(through, final)
+    (final / "results.json").unlink()
+    result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "final"), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "(step 30)" in (final / "run.log").read_text()
+    dev_steps = [r["step"] for r in map(json.loads, (final / "metrics.jsonl").read_text().splitlines())
+                 if r["split"] == "dev"]
+    assert dev_steps == list(range(0, 31, 3))
+    assert json.loads((final / "results.json").read_text())["dev"] == first["dev"]

@@ -31,4 +31,5 @@ class TrainerState:
     warm: dict[str, float] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # batches skipped by --skip-nonfinite
     evals_since_best: int = 0  # dev evaluations without improvement (--patience)
+    last_eval_step: int = -1  # the step of the last dev evaluation (a resumed run does not redo it)
     stopped_early: bool = False

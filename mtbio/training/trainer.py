@@ -235,7 +235,6 @@ class Trainer:
                                           *([AnchorToStart(model.encoder, options.l2sp)] if options.l2sp else []),
                                           *listeners]
         self.flow = Flow()
-        self._last_eval = -1
         self.run_dir = run_dir
         self.data = data
         self.tokenizer = tokenizer
@@ -340,7 +339,7 @@ class Trainer:
                             listener.on_epoch_end(self, self.flow)
                         self._follow_flow(mid_epoch=False)
             self.flow.reset()  # the run's end: one last evaluation (unless the last step had one) and checkpoint
-            if self._last_eval != self.state.global_step:
+            if self.state.last_eval_step != self.state.global_step:
                 self.evaluate_and_select()
             self.save_checkpoint(mid_epoch=self.sampler_mid_epoch())
             for listener in self.listeners:
@@ -485,7 +484,7 @@ class Trainer:
                 self.on_best(self.unwrapped)
                 self.state.save_seconds += time.perf_counter() - started
         self.state.evals_since_best = 0 if improved else self.state.evals_since_best + 1
-        self._last_eval = self.state.global_step
+        self.state.last_eval_step = self.state.global_step
         self.log_metrics("dev", scores, selection=selection, best=improved)
         for listener in self.listeners:
             listener.on_evaluate(self, scores, improved, self.flow)
