@@ -382,22 +382,37 @@ def test_a_resumed_small_set_run_evaluates_where_an_uninterrupted_one_does(tmp_p
               "--min-steps", "30", "--save-every", "2", "--max-length", "48", "--no-baselines", "--lp-ft"]
     result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "through")])
     assert result.exit_code == 0, result.output
-    through, resumed = tmp_path / "through" / "demo-relation", tmp_path / "resumed" / "demo-relation"
-    shutil.copytree(through, resumed)
-    for kept in (resumed / "checkpoints").iterdir():
-        if int(kept.name.split("-")[1]) > 4:
-            shutil.rmtree(kept)  # as if stopped after step 4's checkpoint
-    (resumed / "results.json").unlink()
-    result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / "resumed"), "--resume"])
-    assert result.exit_code == 0, result.output
-    assert "resumed from" in (resumed / "run.log").read_text() and "(step 4)" in (resumed / "run.log").read_text()
+    through = tmp_path / "through" / "demo-relation"
+
+    def resume_from_step_4(name: str, older: bool = False) -> Path:
+        resumed = tmp_path / name / "demo-relation"
+        shutil.copytree(through, resumed)
+        for kept in (resumed / "checkpoints").iterdir():
+            if int(kept.name.split("-")[1]) > 4:
+                shutil.rmtree(kept)  # as if stopped after step 4's checkpoint
+            elif older:  # written before `last_eval_step` was kept: the schedule listener kept the step then
+                state = json.loads((kept / "state.json").read_text())
+                last = state["trainer"].pop("last_eval_step")
+                state["trainer"]["listeners"]["schedule"] = {"last_evaluated": last}
+                (kept / "state.json").write_text(json.dumps(state))
+                manifest = json.loads((kept / checkpoint.MANIFEST).read_text())
+                manifest["files"]["state.json"] = {"bytes": (kept / "state.json").stat().st_size,
+                                                   "sha256": checkpoint._sha256(kept / "state.json")}
+                (kept / checkpoint.MANIFEST).write_text(json.dumps(manifest))
+        (resumed / "results.json").unlink()
+        result = CliRunner().invoke(main, [*common, "--output", str(tmp_path / name), "--resume"])
+        assert result.exit_code == 0, result.output
+        assert "resumed from" in (resumed / "run.log").read_text() and "(step 4)" in (resumed / "run.log").read_text()
+        return resumed
 
     def evaluations(run: Path) -> dict[int, float]:
         lines = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
         return {r["step"]: r["selection"] for r in lines if r["split"] == "dev"}
 
+    resumed = resume_from_step_4("resumed")
     assert sorted(evaluations(through)) == list(range(0, 31, 3))
     assert evaluations(resumed) == pytest.approx(evaluations(through), abs=1e-6)
+    assert sorted(evaluations(resume_from_step_4("older", older=True))) == list(range(0, 31, 3))
     first, second = (json.loads((run / "results.json").read_text()) for run in (through, resumed))
     assert [second[k] for k in ("best_step", "steps", "lp_start")] == [first[k] for k in ("best_step", "steps", "lp_start")]
     for key in ("start_scores", "dev"):

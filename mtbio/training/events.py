@@ -64,14 +64,12 @@ class Schedule(Listener):
     """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every
     `--save-every` steps and at the end of each epoch. A run of many short epochs (a small set under `--min-steps`)
     evaluates and checkpoints at an epoch's end only once a tenth of the run has passed since the last time; the
-    run's end always does both. When it last did each travels with the checkpoints, so a resumed run evaluates at
-    the steps an uninterrupted one does."""
-
-    state_key = "schedule"
+    run's end always does both. The last evaluation's step travels with the checkpoint (`last_eval_step`) and a
+    resume counts as the last save, so a resumed run evaluates at the steps an uninterrupted one does."""
 
     def __init__(self, eval_every: int | None, save_every: int | None):
         self.eval_every, self.save_every = eval_every, save_every
-        self.last_evaluated = self.last_saved = 0
+        self.last_saved = 0
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
         step = trainer.state.global_step
@@ -80,20 +78,11 @@ class Schedule(Listener):
 
     def on_epoch_end(self, trainer: Any, flow: Flow) -> None:
         step, gap = trainer.state.global_step, max(1, trainer.total_steps // EPOCH_EVENTS)
-        flow.evaluate |= not self.eval_every and step - self.last_evaluated >= gap
+        flow.evaluate |= not self.eval_every and step - max(0, trainer.state.last_eval_step) >= gap
         flow.save |= step - self.last_saved >= gap
-
-    def on_evaluate(self, trainer: Any, scores: dict[str, dict[str, float]], improved: bool, flow: Flow) -> None:
-        self.last_evaluated = trainer.state.global_step
 
     def on_save(self, trainer: Any, flow: Flow) -> None:
         self.last_saved = trainer.state.global_step
-
-    def state_dict(self) -> dict[str, Any]:  # last_saved needs no state: on resuming, on_save gives the checkpoint's step
-        return {"last_evaluated": self.last_evaluated}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.last_evaluated = state["last_evaluated"]
 
 
 class EvaluateStart(Listener):

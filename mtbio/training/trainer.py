@@ -528,6 +528,8 @@ class Trainer:
         optimizer = self.raw_optimizer
         saved = ckpt.load_checkpoint(latest, self.unwrapped, optimizer, self.scheduler)
         self.state = TrainerState(**saved)
+        if "last_eval_step" not in saved:  # a checkpoint from before it was kept: the schedule kept it then
+            self.state.last_eval_step = saved.get("listeners", {}).get("schedule", {}).get("last_evaluated", -1)
         for name, listener in self._stateful_listeners().items():
             if name in self.state.listeners:
                 listener.load_state_dict(self.state.listeners[name])
