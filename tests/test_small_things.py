@@ -136,13 +136,13 @@ def test_the_learning_rate_schedule_is_transformers_linear_warm_up_and_decay() -
 
 
 def test_the_select_pages_tables_are_the_committed_files(data_dir: Path) -> None:
-    """examples/select_biomedical.md shows select_summary.py's tables of both committed runs (trivial on test)."""
+    """examples/select_biomedical.md shows select_summary.py's tables of the committed runs (trivial on test)."""
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
     page = (repo / "examples" / "select_biomedical.md").read_text()
-    for study in ("select_biomedical", "select_biomedical_steps"):
+    for study in ("select_biomedical", "select_biomedical_steps", "select_biomedical_floor"):
         table = subprocess.run([sys.executable, str(repo / "examples" / "select_summary.py"),
                                 str(repo / "examples" / study), "--data-dir", str(data_dir)],
                                capture_output=True, text=True, check=True).stdout
