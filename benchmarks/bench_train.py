@@ -2,8 +2,8 @@
 
 Same encoder (the packaged MiniLM-L6 unless --encoder; `bert-base-random` for a BERT-base-sized
 config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, lr 5e-5,
-10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...), same scorer
-(mtbio's metric on dev). The Trainer side is what a researcher writes by hand:
+10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...; on the mtbio side
+none of its recipe's small-data settings, SAME_AS_TRAINER), same scorer (mtbio's metric on dev). The Trainer side is what a researcher writes by hand:
 `AutoModelForTokenClassification` / `AutoModelForSequenceClassification` and the default collator.
 
 Per task and seed the sides alternate in one run: mtbio fp32, Trainer fp32, then mtbio in each
@@ -64,6 +64,9 @@ from mtbio.training.flops import flops_per_sequence  # noqa: E402
 from mtbio.training.trainer import warm_up_steps  # noqa: E402
 
 HYPER = {"epochs": 1, "batch_size": 32, "lr": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "max_length": 128}
+# what the Trainer side does not do either, set on the mtbio side over its recipe's small-data settings: no step floor
+# (a recipe's 200 steps would outrun the epoch), no LP-FT start, fixed thresholds, no no-training baselines
+SAME_AS_TRAINER = {"min_steps": 1, "lp_ft": False, "thresholds": "fixed", "pair_form": "task", "baselines": False}
 FIRST_SEED = 42
 # mtbio batching (and compile) options given on the command line, and their result-file tags
 BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compile": "co", "pad_multiple": "pm"}
@@ -71,7 +74,7 @@ BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compil
 
 def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
     """HYPER with this run's batch size and maximum length."""
-    return {**HYPER, "batch_size": args.batch_size, "max_length": args.max_length}
+    return {**HYPER, "batch_size": args.batch_size, "max_length": args.max_length, "mtbio": SAME_AS_TRAINER}
 
 
 def device_tag() -> str:
@@ -218,12 +221,13 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
                        task_defs=task_defs, epochs=hyper["epochs"], batch_size=hyper["batch_size"], lr=hyper["lr"],
                        warmup=hyper["warmup"], weight_decay=hyper["weight_decay"], max_length=hyper["max_length"],
                        seed=seed, mixed_precision=precision, max_train_examples=max_train_examples, adapter=adapter,
-                       **batching)
+                       **hyper["mtbio"], **batching)
     [(run_dir, results)] = finetune(config)
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
     saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
     return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
-            "batching": {key: saved[key] for key in BATCHING},
+            "batching": {key: saved[key] for key in BATCHING}, "steps": results["steps"],
+            "options": {key: saved[key] for key in SAME_AS_TRAINER},
             "train_examples_per_second": results["train_examples_per_second"],
             **{k: results[k] for k in ("steady_train_examples_per_second", "steady_after_steps") if k in results},
             "train_real_tokens_per_second": results["train_tokens_per_second"],

@@ -37,6 +37,12 @@ def test_bench_train_compares_mtbio_with_the_trainer_and_lora_with_full_fine_tun
         assert 0 <= side["dev_mean"] <= 1 and side["dev_sd"] == 0.0 and side["seeds"] == 1
         assert side["runs"][0]["dev"]["entity_f1"] == side["dev_mean"]
     assert result["sides"]["trainer-no"]["runs"][0]["train_examples"] == 24
+    # mtbio trains the Trainer's schedule: one epoch of 24 examples at batch 32, none of a recipe's extras
+    for side in ("mtbio-no", "mtbio+lora-no"):
+        run = result["sides"][side]["runs"][0]
+        assert run["steps"] == 1 and run["options"] == result["hyperparameters"]["mtbio"]
+    assert result["hyperparameters"]["mtbio"] == {"min_steps": 1, "lp_ft": False, "thresholds": "fixed",
+                                                  "pair_form": "task", "baselines": False}
     assert result["speed_ratio_fp32"] > 0 and "difference_points_fp32" in result
     assert result["matmul_peak_flops_per_second"]["fp32"] > 1e8
     before, after = result["matmul_peak_measurements"]  # judged against the higher of the two
