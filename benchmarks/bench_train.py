@@ -3,8 +3,9 @@
 Same encoder (the packaged MiniLM-L6 unless --encoder; `bert-base-random` for a BERT-base-sized
 config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, lr 5e-5,
 10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...; on the mtbio side
-none of its recipe's small-data settings, SAME_AS_TRAINER), same scorer (mtbio's metric on dev). The Trainer side is what a researcher writes by hand:
-`AutoModelForTokenClassification` / `AutoModelForSequenceClassification` and the default collator.
+none of its recipe's small-data settings, SAME_AS_TRAINER), same scorer (mtbio's metric on dev). The
+Trainer side is what a researcher writes by hand: `AutoModelForTokenClassification` /
+`AutoModelForSequenceClassification` and the default collator.
 
 Per task and seed the sides alternate in one run: mtbio fp32, Trainer fp32, then mtbio in each
 further precision (bf16 where the hardware has it). Each side runs in its own subprocess so its
