@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,12 @@ def test_each_truncation_count_is_logged_once(tmp_path: Path, tiny_encoder: str,
 
 
 def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
-    from mtbio.reporting.relations import build_relations, report_relations, unlearned_tasks, write_relations
+    from mtbio.reporting.relations import (
+        build_relations,
+        report_relations,
+        unlearned_tasks,
+        write_relations,
+    )
 
     seeds = {42: 0.0, 43: 0.0, 44: 0.0}
     relations = build_relations({"a": "accuracy", "b": "accuracy"},
@@ -178,5 +185,8 @@ def test_the_floor_pages_table_and_count_are_the_committed_cells() -> None:
     cells = repo / "examples" / "small_data_floor"
     page = (repo / "examples" / "small_data_floor.md").read_text()
     assert floor["table"](floor["build"](cells)).strip() in page
-    count = f"{len(list(cells.glob('*/*/n-*/seed-*/results.json')))} of about 220 cells"
+    plan = subprocess.run(["bash", str(repo / "examples" / "small_data_floor.sh")], env={**os.environ, "PLAN_ONLY": "1"},
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    planned = len(plan) * 3 * 2  # three seeds, two arms
+    count = f"{len(list(cells.glob('*/*/n-*/seed-*/results.json')))} of {planned} cells"
     assert f"## Status ({count}" in page and count in (repo / "README.md").read_text()
