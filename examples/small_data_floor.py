@@ -29,7 +29,6 @@ from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, Rule, compare, correct, v
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
 RULE = Rule(version="v1", alpha=ALPHA, min_delta=MIN_DELTA)  # the rule declared with the study
-FLOAT_TOLERANCE = 1e-9  # a baseline this close to the trivial score equals it
 
 
 def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
@@ -100,8 +99,10 @@ def build(results: Path) -> dict[str, Any]:
             if runs and all(floors.values()):
                 best = {seed: f[1] for seed, f in floors.items() if f}
                 row.setdefault("best_baseline", statistics.fmean(best.values()))
-                # a floor above the trivial score (not by the rounding of a mean over five copies of one value)
-                if sign * (statistics.fmean(best.values()) - row["trivial"]) > FLOAT_TOLERANCE:
+                # a floor above the trivial score, both means over this arm's runs: the row's mean over both arms'
+                # runs can round a value one ulp away from the same value's mean over one arm
+                trivial = statistics.fmean(float(r["trivial"][task]) for r in runs.values())
+                if sign * (statistics.fmean(best.values()) - trivial) > 0:
                     tests[name] = compare({s: _score(r, task) for s, r in runs.items()}, best, metric)
         recipe = arms.get("recipe", {})
         if recipe and "today" in arms:

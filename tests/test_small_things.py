@@ -89,12 +89,7 @@ def test_each_truncation_count_is_logged_once(tmp_path: Path, tiny_encoder: str,
 
 
 def test_a_sweep_marks_a_task_not_learned_alone(tmp_path: Path) -> None:
-    from mtbio.reporting.relations import (
-        build_relations,
-        report_relations,
-        unlearned_tasks,
-        write_relations,
-    )
+    from mtbio.reporting.relations import build_relations, report_relations, unlearned_tasks, write_relations
 
     seeds = {42: 0.0, 43: 0.0, 44: 0.0}
     relations = build_relations({"a": "accuracy", "b": "accuracy"},
