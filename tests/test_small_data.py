@@ -6,6 +6,7 @@ import functools
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -331,7 +332,8 @@ def test_pair_form_moves_a_pair_task_between_the_cross_and_bi_kinds_and_leaves_o
 
 def test_pair_form_auto_takes_bi_only_when_its_probe_is_better_by_the_metrics_threshold() -> None:
     """Cross-validated probes: a feature that separates the labels scores 1.0, one that is noise about chance; the
-    choice needs the metric's min_delta (0.01 for accuracy), else the task keeps its own form."""
+    choice needs the metric's min_delta (0.01 for accuracy) over the other form's probe and over the trivial score,
+    else the task keeps its own form."""
     import numpy as np
 
     from mtbio.data.example import Example
@@ -351,6 +353,38 @@ def test_pair_form_auto_takes_bi_only_when_its_probe_is_better_by_the_metrics_th
     assert choose_pair_form(with_pair_form(nli, "bi"), {"cross": 0.86, "bi": 0.855}) == "bi"
     assert choose_pair_form(with_pair_form(nli, "bi"), {"cross": 0.9, "bi": 0.5}) == "cross"
     assert choose_pair_form(nli, {"cross": None, "bi": 0.9}) == "cross"
+    # BioASQ's 670 training examples: the bi probe at the majority's 0.8239, the cross below it: no evidence
+    assert choose_pair_form(nli, {"cross": 0.8030, "bi": 0.8239, "trivial": 0.8239}) == "cross"
+    assert choose_pair_form(nli, {"cross": 0.55, "bi": 0.79, "trivial": 0.5}) == "bi"
+    assert choose_pair_form(with_pair_form(nli, "bi"), {"cross": 0.9, "bi": 0.5, "trivial": 0.895}) == "bi"
+
+
+def test_pair_form_auto_starts_a_cross_encoder_at_the_probe_that_chose_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under --pair-form auto the cross form's head reads the packaged encoder's mean pooling, the features its
+    probe and the no-training `probe` baseline read, so with LP-FT and a learning rate too small to move anything
+    its dev score is that baseline's, to an example (the task's own [CLS] head would start elsewhere)."""
+    from mtbio.experiments import training_run
+
+    real = training_run.probe_scores
+    seen: list[str] = []
+
+    def cross_wins(*args: Any) -> dict[str, float | None]:
+        seen.append(args[-1])
+        return {**real(*args), "cross": 0.9, "bi": 0.4, "trivial": 0.34}
+
+    monkeypatch.setattr(training_run, "probe_scores", cross_wins)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["finetune", "--task", "demo-nli", "--task-defs", str(SAMPLE_DIR / "task_defs"),
+                                       "--data-dir", str(SAMPLE_DIR), "--pair-form", "auto", "--lp-ft", "--lr", "1e-30",
+                                       "--max-steps", "1", "--max-train-examples", "120", "--output", str(run)])
+    assert result.exit_code == 0, result.output
+    assert seen == ["mean"]
+    results = json.loads((run / "demo-nli" / "results.json").read_text())
+    assert results["pair_form"]["demo-nli"]["form"] == "cross"
+    assert "pooling: mean" in (run / "demo-nli" / "tasks" / "demo-nli.yml").read_text()
+    start, baseline = results["start_scores"]["demo-nli"]["accuracy"], results["baselines"]["demo-nli"]["probe"]
+    assert abs(start - baseline) <= 1 / results["eval_examples"]["demo-nli"]["dev"] + 1e-9
 
 
 def test_the_packaged_encoders_recipe_trains_100_mqp_pairs_as_a_bi_encoder(tmp_path: Path, data_dir: Path) -> None:

@@ -180,9 +180,11 @@ def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, head
 
 
 def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, tokenizer: Any, data_dir: Path | None,
-                       heads_source: Path | None) -> tuple[list[TaskDef], dict[str, dict[str, Any]]]:
+                       heads_source: Path | None, encoder_source: str | None
+                       ) -> tuple[list[TaskDef], dict[str, dict[str, Any]]]:
     """The tasks with the pair form `--pair-form` asks for (a task whose head starts from a saved one keeps that
-    head's form; other kinds as they are), and per pair task the form and what chose it."""
+    head's form; other kinds as they are), and per pair task the form and what chose it. Under `auto` a
+    cross-encoder's head reads what its probe read: the encoder's sentence pooling, else the mean."""
     resolved, chosen = [], {}
     for task in tasks:
         own = pair_form(task)
@@ -191,21 +193,24 @@ def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, to
             continue
         saved = heads_source / task.name if heads_source is not None else None
         form, scores, reason = config.pair_form, {}, f"--pair-form {config.pair_form}"
+        pooling = None
         if saved is not None and saved.is_dir():
             form, reason = task_kind(read_head_config(saved).type).pair_form or own, f"the head in {saved}"
         elif form == "auto":
             require_data(task, data_dir)
             assert data_dir is not None
             train = read_split(task, "train", data_dir, train_examples_of(config, task.name))
+            pooling = sentence_pooling(encoder_source) or "mean"
             with untouched_rng():
                 scores = probe_scores(task, encoder, tokenizer, train,
-                                      effective_max_length(task, tokenizer, config.max_length))
+                                      effective_max_length(task, tokenizer, config.max_length), pooling)
             form = choose_pair_form(task, scores)
             log.info("%s: pair form %s (linear probes on the frozen encoder, 5-fold on %d training examples: cross "
-                     "%s, bi %s)", task.name, form, min(len(train), PROBE_EXAMPLES),
-                     *(f"{v:.4f}" if v is not None else "–" for v in scores.values()))
-            reason = "auto: the better linear probe in 5-fold cross-validation on the training examples"
-        resolved.append(with_pair_form(task, form))
+                     "(%s pooling) %s, bi %s, trivial %s)", task.name, form, min(len(train), PROBE_EXAMPLES), pooling,
+                     *(f"{scores[k]:.4f}" if scores[k] is not None else "–" for k in ("cross", "bi", "trivial")))
+            reason = ("auto: the better linear probe in 5-fold cross-validation on the training examples, if above "
+                      "the trivial score")
+        resolved.append(with_pair_form(task, form, pooling))
         chosen[task.name] = {"form": form, "by": reason, "probes": scores}
     return resolved, chosen
 
@@ -359,7 +364,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     check_run_dir(run_dir, config.resume)
     tokenizer = load_tokenizer(encoder_source)
     encoder = load_encoder(encoder_source)
-    tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source)
+    tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source, encoder_source)
     tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)

@@ -3,10 +3,12 @@
 `cosine_classification`).
 
 `auto` decides per task on the training examples only: each form's linear probe on the frozen start encoder (the
-`probe` baseline on the pair encoded together; the `cosine-*` baseline's one-feature model) is scored by 5-fold
-cross-validation on up to 1,000 of them (folds keep a task's groups together), and the bi form is taken when its
-probe scores higher by at least the metric's `min_delta` (1 point for accuracy), else the task's own form is kept.
-LP-FT starts the head at that probe, so the run starts from the better of the two.
+pair encoded together and pooled as the encoder embeds a sentence, mean without a sentence-transformers config; the
+`cosine-mean` baseline's one-feature model) is scored by 5-fold cross-validation on up to 1,000 of them (folds keep
+a task's groups together). A form's probe is evidence only where it beats the trivial score (the training majority)
+by the metric's `min_delta` (1 point for accuracy); the other form is taken when its probe is evidence and beats this
+one's by `min_delta`, else the task keeps its own. A cross-encoder head then reads the pooling its probe read, so
+LP-FT starts either form at the probe that chose it.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 from mtbio.data.example import Example
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import metric_min_delta, metric_sign, score_task
+from mtbio.evaluation.trivial import trivial_scores
 from mtbio.model.probes import cosines, embed
 from mtbio.tasks.kinds import pair_form_kind
 from mtbio.tasks.schema import TaskDef
@@ -32,12 +35,15 @@ def pair_form(task: TaskDef) -> str | None:
     return task.kind.pair_form if is_pair_task(task) else None
 
 
-def with_pair_form(task: TaskDef, form: str) -> TaskDef:
-    """`task` classified in `form` (its labels, data and metric as they are); a task without a pair form unchanged."""
-    if pair_form(task) in (None, form):
+def with_pair_form(task: TaskDef, form: str, pooling: str | None = None) -> TaskDef:
+    """`task` classified in `form` (its labels, data and metric as they are), a cross-encoder's head reading
+    `pooling` where given; a task without a pair form unchanged."""
+    if pair_form(task) is None:
         return task
-    data = {**task.model_dump(), "type": pair_form_kind(form), "type_options": {}, "pooling": "cls"}
-    return TaskDef.model_validate(data)
+    if pair_form(task) != form:
+        task = TaskDef.model_validate({**task.model_dump(), "type": pair_form_kind(form), "type_options": {},
+                                       "pooling": "cls"})
+    return task.kind.with_pooling(task, pooling) if pooling is not None and form == "cross" else task
 
 
 def _cross_validated(task: TaskDef, x: np.ndarray, examples: Sequence[Example]) -> float | None:
@@ -57,21 +63,25 @@ def _cross_validated(task: TaskDef, x: np.ndarray, examples: Sequence[Example]) 
     return float(score_task(task, [ex.label for ex in examples], predicted)[task.metric])
 
 
-def probe_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
-                 max_length: int) -> dict[str, float | None]:
-    """{form: cross-validated score of its linear probe on the frozen encoder} on up to MAX_EXAMPLES of `train`."""
+def probe_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example], max_length: int,
+                 pooling: str = "mean") -> dict[str, float | None]:
+    """{form: cross-validated score of its linear probe on the frozen encoder (the cross form's features pooled by
+    `pooling`), "trivial": the training majority's score} on up to MAX_EXAMPLES of `train`."""
     examples = list(train)[:MAX_EXAMPLES]
     cross = embed(encoder, tokenizer, [ex.text or "" for ex in examples], [ex.text_b or "" for ex in examples],
-                  max_length=max_length)
+                  pooling=pooling, max_length=max_length)
     bi = cosines(encoder, tokenizer, examples, max_length)["mean"][:, None]
-    return {"cross": _cross_validated(task, cross, examples), "bi": _cross_validated(task, bi, examples)}
+    return {"cross": _cross_validated(task, cross, examples), "bi": _cross_validated(task, bi, examples),
+            "trivial": trivial_scores(task, examples, examples)[task.metric]}
 
 
 def choose_pair_form(task: TaskDef, scores: dict[str, float | None]) -> str:
-    """The form whose probe scored higher by at least the metric's min_delta, else the task's own form."""
+    """The other form where its probe beats the trivial score and this form's probe by the metric's min_delta,
+    else the task's own form."""
     own = pair_form(task) or "cross"
-    cross, bi = scores.get("cross"), scores.get("bi")
-    if cross is None or bi is None:
+    other = "bi" if own == "cross" else "cross"
+    sign, margin = metric_sign(task.metric), metric_min_delta(task.metric)
+    found, mine, trivial = scores.get(other), scores.get(own), scores.get("trivial")
+    if found is None or mine is None or (trivial is not None and sign * (found - trivial) < margin):
         return own
-    better, margin = metric_sign(task.metric) * (bi - cross), metric_min_delta(task.metric)
-    return "bi" if better >= margin else "cross" if better <= -margin else own
+    return other if sign * (found - mine) >= margin else own
