@@ -43,7 +43,7 @@ def with_pair_form(task: TaskDef, form: str, pooling: str | None = None) -> Task
     if pair_form(task) != form:
         task = TaskDef.model_validate({**task.model_dump(), "type": pair_form_kind(form), "type_options": {},
                                        "pooling": "cls"})
-    return task.kind.with_pooling(task, pooling) if pooling is not None and form == "cross" else task
+    return task if pooling is None else task.kind.with_pooling(task, pooling)  # a bi-encoder does not pool
 
 
 def _cross_validated(task: TaskDef, x: np.ndarray, examples: Sequence[Example]) -> float | None:
