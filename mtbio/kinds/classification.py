@@ -43,13 +43,27 @@ def majority_class(task: TaskDef, train: Sequence[Example]) -> str:
     return max(task.label_list, key=lambda name: (counts[name], -task.label_list.index(name)))
 
 
-@register_kind
-class Classification(TaskKind):
-    name = "classification"
+class SingleLabel(TaskKind):
+    """What every single-label kind shares: one class per example, its check, typed items and trivial predictor."""
+
     labels = CLASS
     probe = ClassProbe()
-    pair_form = "cross"  # a pair is encoded together
     min_labels = 2
+
+    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
+        return one_class(raw, name)
+
+    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
+        return positive_classes(task, labels)
+
+    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
+        return [majority_class(task, train)] * len(scored)
+
+
+@register_kind
+class Classification(SingleLabel):
+    name = "classification"
+    pair_form = "cross"  # a pair is encoded together
     default_metric = "accuracy"
     export = ExportSpec("AutoModelForSequenceClassification", "text-classification", "single_label_classification")
 
@@ -67,12 +81,3 @@ class Classification(TaskKind):
         from mtbio.kinds.heads.classification import ClassificationHead
 
         return ClassificationHead(config)
-
-    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
-        return one_class(raw, name)
-
-    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
-        return positive_classes(task, labels)
-
-    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
-        return [majority_class(task, train)] * len(scored)

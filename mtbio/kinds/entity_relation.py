@@ -14,7 +14,7 @@ head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,12 +22,9 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
-from mtbio.evaluation.breakdown import positive_classes
-from mtbio.kinds.classification import class_labels, majority_class, one_class
-from mtbio.model.probes import ClassProbe
-from mtbio.tasks.kinds import TaskKind, register_kind
+from mtbio.kinds.classification import SingleLabel, class_labels
+from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
-from mtbio.tasks.shapes import CLASS
 
 if TYPE_CHECKING:
     from mtbio.kinds.heads.entity_relation import EntityStartHead
@@ -53,11 +50,8 @@ def marker_starts(text: str, markers: tuple[str, str]) -> tuple[int, int]:
 
 
 @register_kind
-class EntityRelation(TaskKind):
+class EntityRelation(SingleLabel):
     name = "entity_relation"
-    labels = CLASS
-    probe = ClassProbe()
-    min_labels = 2
     pools = False
     default_metric = "micro_f1"
     options = MarkerOptions
@@ -100,12 +94,3 @@ class EntityRelation(TaskKind):
         from mtbio.kinds.heads.entity_relation import EntityStartHead
 
         return EntityStartHead(config)
-
-    def check_label(self, raw: Any, example: Example, task: TaskDef, name: Callable[..., str]) -> str:
-        return one_class(raw, name)
-
-    def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
-        return positive_classes(task, labels)
-
-    def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
-        return [majority_class(task, train)] * len(scored)
