@@ -131,6 +131,11 @@ class RunConfig(BaseModel):
                          "evaluated on dev before the first step, a candidate for the kept weights).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
+    max_epochs: int | None = option(None, "A cap on the epochs --min-steps may add: the step floor stops at this many "
+                                    "passes over the training data (--epochs and --max-steps win).", ge=1,
+                                    resumable=True)
+    evaluations: int = option(10, "About how many dev evaluations (and checkpoints) a run makes at epoch ends when "
+                              "--eval-every is not given; the run's end always evaluates.", ge=1)
     thresholds: Literal["fixed", "fit"] = option(
         "fixed", "Multi-label decision thresholds: fixed, the task's `threshold` for every label; fit, per label the "
         "one with the best F1 on (up to 2,000 of) the training examples, refitted before each dev evaluation and "

@@ -57,18 +57,15 @@ class Listener:
         """Take back what `state_dict` returned when the run resumes from a checkpoint."""
 
 
-EPOCH_EVENTS = 10  # at most about this many epoch-end evaluations and checkpoints a run (many tiny epochs: fewer)
-
-
 class Schedule(Listener):
     """The run's own cadence: evaluate every `--eval-every` steps (else once per epoch), and checkpoint every
     `--save-every` steps and at the end of each epoch. A run of many short epochs (a small set under `--min-steps`)
-    evaluates and checkpoints at an epoch's end only once a tenth of the run has passed since the last time; the
+    evaluates and checkpoints at an epoch's end only once 1/`evaluations` of the run has passed since the last time; the
     run's end always does both. The last evaluation's step travels with the checkpoint (`last_eval_step`) and a
     resume counts as the last save, so a resumed run evaluates at the steps an uninterrupted one does."""
 
-    def __init__(self, eval_every: int | None, save_every: int | None):
-        self.eval_every, self.save_every = eval_every, save_every
+    def __init__(self, eval_every: int | None, save_every: int | None, evaluations: int = 10):
+        self.eval_every, self.save_every, self.evaluations = eval_every, save_every, evaluations
         self.last_saved = 0
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
@@ -77,7 +74,7 @@ class Schedule(Listener):
         flow.save |= bool(self.save_every) and step % (self.save_every or 1) == 0
 
     def on_epoch_end(self, trainer: Any, flow: Flow) -> None:
-        step, gap = trainer.state.global_step, max(1, trainer.total_steps // EPOCH_EVENTS)
+        step, gap = trainer.state.global_step, max(1, trainer.total_steps // self.evaluations)
         flow.evaluate |= not self.eval_every and step - max(0, trainer.state.last_eval_step) >= gap
         flow.save |= step - self.last_saved >= gap
 

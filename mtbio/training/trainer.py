@@ -68,6 +68,8 @@ class TrainerOptions:
     epochs: int
     max_steps: int | None
     min_steps: int | None
+    max_epochs: int | None
+    evaluations: int
     grad_accum: int
     seed: int
     mixer: tuple[str, dict[str, Any]]  # name and options
@@ -133,9 +135,13 @@ def tracker_scalars(record: dict[str, Any]) -> dict[str, float]:
 def run_length(config: TrainerOptions, epoch_batches: int) -> tuple[int, int]:
     """(optimizer steps per epoch, optimizer steps in all) of a run whose mixer plans `epoch_batches`
     batches an epoch: the one count the trainer runs and the sweep's time estimate uses. `--max-steps` sets it;
-    else `--epochs` whole epochs, raised to `--min-steps` when they fall short (the last epoch may be partial)."""
+    else `--epochs` whole epochs, raised to `--min-steps` when they fall short (the last epoch may be partial), the
+    floor stopping at `--max-epochs` epochs."""
     per_epoch = max(1, math.ceil(epoch_batches / config.grad_accum))
-    return per_epoch, config.max_steps or max(per_epoch * config.epochs, config.min_steps or 0)
+    floor = config.min_steps or 0
+    if config.max_epochs is not None:
+        floor = min(floor, per_epoch * config.max_epochs)
+    return per_epoch, config.max_steps or max(per_epoch * config.epochs, floor)
 
 
 def packed_tasks(config: TrainerOptions, model: MultiTaskModel, pad_token_id: int) -> set[str]:
@@ -230,7 +236,7 @@ class Trainer:
         self.options = options
         # the run's schedule and --patience decide evaluations, checkpoints and early stops as listeners of the
         # loop's events (mtbio.training.events), before any listener of the caller's (the affinity probe)
-        self.listeners: list[Listener] = [Schedule(options.eval_every, options.save_every),
+        self.listeners: list[Listener] = [Schedule(options.eval_every, options.save_every, options.evaluations),
                                           *([EarlyStopping(options.patience)] if options.patience else []),
                                           *([AnchorToStart(model.encoder, options.l2sp)] if options.l2sp else []),
                                           *listeners]
