@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shlex
 import tempfile
 import time
@@ -22,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from common import machine, offline_environment, write_result  # type: ignore[import-not-found]
+from common import RESULTS, machine, offline_environment, write_result  # type: ignore[import-not-found]
 
 offline_environment()
 
@@ -103,8 +104,6 @@ def instrumented(timer: PhaseTimer) -> Iterator[None]:
 
 def run_cell(task: str, size: int, seed: int, options: str, data_dir: str, out: Path) -> dict[str, Any]:
     """One cell through the CLI's own code path; its phases and its results.json's scores."""
-    import json
-
     from click.testing import CliRunner
 
     from mtbio.cli import main
@@ -134,32 +133,46 @@ def main() -> None:
     parser.add_argument("--arm", action="append", required=True, help="NAME='finetune options'")
     parser.add_argument("--common", default="", help="finetune options every arm takes (--task-defs DIR ...)")
     parser.add_argument("--data-dir", default="../shared/data")
-    parser.add_argument("--output", default=None, help="result JSON (default benchmarks/results/bench_cell.json)")
+    parser.add_argument("--output", default=None, help="result name under benchmarks/results/ (default bench_cell-SIZE)")
+    parser.add_argument("--resume", action="store_true", help="keep the cells already in the result file")
     args = parser.parse_args()
     arms = dict(a.split("=", 1) for a in args.arm)
     tasks = args.tasks.split(",")
-    cells: dict[str, dict[str, list[dict[str, Any]]]] = {task: {name: [] for name in arms} for task in tasks}
+    name_of = args.output or f"bench_cell-{args.size}"
+    target = RESULTS / f"{name_of}.json"
+    done = json.loads(target.read_text())["cells"] if args.resume and target.exists() else {}
+    cells: dict[str, dict[str, list[dict[str, Any]]]] = {
+        task: {arm: list(done.get(task, {}).get(arm, [])) for arm in arms} for task in tasks}
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             for seed in (int(s) for s in args.seeds.split(",")):
-                for name, options in arms.items():
+                for arm, options in arms.items():
+                    if any(c["seed"] == seed for c in cells[task][arm]):
+                        continue  # --resume: kept from the file
                     cell = run_cell(task, args.size, seed, f"{args.common} {options}", args.data_dir,
-                                    Path(tmp) / f"{task}-{name}-{seed}")
-                    cells[task][name].append(cell)
-                    print(task, name, cell, flush=True)
-    walls = {name: [c["wall_seconds"] for task in tasks for c in cells[task][name]] for name in arms}
-    mean = {name: sum(w) / len(w) for name, w in walls.items()}
-    phases = {name: {phase: round(sum(c["phases"].get(phase, 0.0) for task in tasks for c in cells[task][name])
-                                  / len(walls[name]), 2) for phase in [*PHASES, "other"]} for name in arms}
+                                    Path(tmp) / f"{task}-{arm}-{seed}")
+                    cells[task][arm].append(cell)
+                    print(task, arm, cell, flush=True)
+                    write_result(name_of, summarize(args, arms, tasks, cells))  # after every cell: a kill loses one
+    result = summarize(args, arms, tasks, cells)
+    write_result(name_of, result)
+    print(result["mean_wall_seconds"], result["cost_ratio_vs_first"])
+
+
+def summarize(args: argparse.Namespace, arms: dict[str, str], tasks: list[str],
+              cells: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The result file: every cell, and per arm its mean wall time, mean phases and cost ratio to the first arm."""
+    walls = {arm: [c["wall_seconds"] for task in tasks for c in cells[task][arm]] for arm in arms}
+    mean = {arm: sum(w) / len(w) for arm, w in walls.items() if w}
+    phases = {arm: {phase: round(sum(c["phases"].get(phase, 0.0) for task in tasks for c in cells[task][arm])
+                                 / len(walls[arm]), 2) for phase in [*PHASES, "other"]} for arm in mean}
     first = next(iter(arms))
-    result = {"question": "what a small-data cell costs by phase, and each arm's cost against the first arm's",
-              "tasks": tasks, "size": args.size, "common": args.common, "arms": arms, "cells": cells,
-              "mean_wall_seconds": {k: round(v, 2) for k, v in mean.items()},
-              "mean_phase_seconds": phases,
-              "cost_ratio_vs_first": {k: round(mean[first] / v, 3) for k, v in mean.items()},
-              "machine": machine()}
-    write_result(args.output or f"bench_cell-{args.size}", result)
-    print({k: round(v, 1) for k, v in mean.items()}, result["cost_ratio_vs_first"])
+    return {"question": "what a small-data cell costs by phase, and each arm's cost against the first arm's",
+            "tasks": tasks, "size": args.size, "seeds": args.seeds, "common": args.common, "arms": arms,
+            "cells": cells, "mean_wall_seconds": {k: round(v, 2) for k, v in mean.items()},
+            "mean_phase_seconds": phases,
+            "cost_ratio_vs_first": {k: round(mean[first] / v, 3) for k, v in mean.items()} if first in mean else {},
+            "machine": machine()}
 
 
 if __name__ == "__main__":
