@@ -108,3 +108,100 @@ def test_an_interpolated_run_exports_and_loads_in_sentence_transformers(refined:
             encoded = run.tokenizer(text, return_tensors="pt")
             ours.append(pool(run.model.encoder(**encoded).last_hidden_state, encoded["attention_mask"], "mean")[0])
     torch.testing.assert_close(torch.tensor(loaded["e"]), torch.stack(ours), rtol=1e-5, atol=1e-5)
+
+
+# ---- the contrastive_pair kind: multiple-negatives ranking on a pair task's positive pairs -------------------------
+PAIRS = [("Aspirin reduced the fever.", "The fever went down after aspirin was given.", "1"),
+         ("KRAS mutations drive tumours.", "Mutant KRAS is an oncogenic driver in pancreatic cancer.", "1"),
+         ("What causes a migraine?", "The weather was cold.", "0"),
+         ("Is ibuprofen safe in pregnancy?", "Can I take ibuprofen while pregnant?", "1"),
+         ("How long does a cold last?", "Metformin lowers blood glucose.", "0"),
+         ("The patient denies chest pain.", "No chest pain was reported by the patient.", "1")]
+
+
+def _contrastive_task(**options: object) -> object:
+    from mtbio.tasks.schema import TaskDef
+
+    return TaskDef.model_validate({"name": "pairs-mnrl", "type": "contrastive_pair", "format": "tsv",
+                                   "columns": {"text": 0, "text_b": 1, "label": 2}, "files": {"train": "x.tsv"},
+                                   "labels": ["0", "1"], "type_options": {"positive": "1", **options}})
+
+
+def test_its_loss_is_sentence_transformers_multiple_negatives_ranking_loss(tiny_encoder: str) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import AutoModel, AutoTokenizer
+
+    from mtbio.data.example import Example
+    from mtbio.data.pipeline import featurize_raw
+    from mtbio.experiments.training_run import head_config_for
+    from mtbio.model.heads import build_head
+    from mtbio.model.multitask import MultiTaskModel
+
+    task = _contrastive_task()
+    tokenizer, encoder = AutoTokenizer.from_pretrained(tiny_encoder), AutoModel.from_pretrained(tiny_encoder)
+    model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, encoder.config.hidden_size))}).eval()
+    body = Transformer(tiny_encoder)
+    theirs = SentenceTransformer(modules=[body, Pooling(encoder.config.hidden_size, pooling_mode="mean")], device="cpu")
+    theirs.eval()
+    mnrl = MultipleNegativesRankingLoss(theirs)  # scale 20, cosine: the defaults
+    assert mnrl.scale == 20.0
+
+    def ours(pairs: list[tuple[str, str, str]]) -> float:
+        examples = [Example(uid=str(i), label=label, text=a, text_b=b) for i, (a, b, label) in enumerate(pairs)]
+        data = featurize_raw(task, examples, tokenizer)
+        batch = data.batch(range(len(data)), pad_token_id=tokenizer.pad_token_id)
+        with torch.no_grad():
+            return float(model(task.name, **batch).loss)
+
+    positives = [(a, b) for a, b, label in PAIRS if label == "1"]
+    features = [theirs.preprocess([a for a, _ in positives]), theirs.preprocess([b for _, b in positives])]
+    with torch.no_grad():
+        reference = float(mnrl(features, None))
+    assert reference > 0.1  # a loss that can tell a model from another
+    assert ours([p for p in PAIRS if p[2] == "1"]) == pytest.approx(reference, abs=1e-6)
+    # the other pairs of a mixed batch are neither anchors nor candidates
+    assert ours(PAIRS) == pytest.approx(reference, abs=1e-6)
+    assert ours([p for p in PAIRS if p[2] == "0"]) == 0.0
+    # a batch-size effect: fewer in-batch negatives, a smaller loss than ST's on the whole batch
+    assert ours([p for p in PAIRS if p[2] == "1"][:2]) < reference
+
+
+def test_its_definition_is_checked_and_its_metric_is_the_cosines_roc_auc() -> None:
+    from mtbio.kinds.contrastive_pair import pair_auc
+
+    with pytest.raises(ValueError, match="type_options: positive 'yes' is not one of the labels"):
+        _contrastive_task(positive="yes")
+    with pytest.raises(ValueError, match="type_options.scale"):
+        _contrastive_task(scale=0)
+    task = _contrastive_task()
+    assert task.metric == "pair_auc"
+    assert pair_auc(["1", "0", "1", "0"], [0.9, 0.1, 0.8, 0.2], task) == 1.0
+    assert pair_auc(["1", "0", "1", "0"], [0.1, 0.9, 0.2, 0.8], task) == 0.0
+    assert pair_auc(["1", "0", "1", "0"], [0.5, 0.5, 0.9, 0.1], task) == 0.875  # a tie counts a half
+    assert pair_auc(["1", "0"], [0.3, 0.3], task) == 0.5  # the trivial predictor: one cosine for every pair
+    with pytest.raises(Exception, match="pair_auc needs positive and other pairs"):
+        pair_auc(["1", "1"], [0.3, 0.4], task)
+
+
+def test_a_refine_over_a_shipped_task_keeps_the_contrastive_objective_in_its_mix(
+        tmp_path: Path, tiny_encoder: str, data_dir: Path) -> None:
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["refine", "--tasks", "chemprot,mqp-mnrl", "--encoder", tiny_encoder,
+                                       "--data-dir", str(data_dir), "--max-train-examples", "64",
+                                       "--max-eval-examples", "64", "--max-steps", "4", "--batch-size", "16",
+                                       "--lr", "1e-3", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "dev  mqp-mnrl: pair_auc 0." in result.output
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    [train] = [line for line in lines if line["split"] == "train"]
+    assert set(train["loss"]) == {"chemprot", "mqp-mnrl"} and train["loss"]["mqp-mnrl"] > 0
+    results = json.loads((out / "results.json").read_text())
+    assert 0 <= results["dev"]["mqp-mnrl"]["pair_auc"] <= 1 and results["trivial"]["mqp-mnrl"] == 0.5
+    # its predictions are the pairs' cosines, from a fresh load of the run
+    import mtbio
+
+    predicted = mtbio.load(out).predict("mqp-mnrl", [("Is ibuprofen safe in pregnancy?",
+                                                      "Can I take ibuprofen while pregnant?")])
+    assert len(predicted) == 1 and -1 <= predicted[0] <= 1
