@@ -556,15 +556,31 @@ def _floats(_ctx: click.Context, param: click.Parameter, value: str | None) -> l
               help="Score the merged run on this split and record it in its results.json, as training records it "
                    "(repeatable), so `report` tables it beside trained runs.")
 @click.option("--data-dir", envvar="MTBIO_DATA_DIR", help="Where the datasets live (or MTBIO_DATA_DIR); for --score.")
-def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, weights: list[float] | None,
-          base: str | None, seed: int | None, splits: tuple[str, ...], data_dir: str | None) -> None:
+@click.option("--with-start", "alpha", type=float, metavar="ALPHA",
+              help="Instead of merging runs: one run's encoder moved back toward the encoder it started from, "
+                   "(1 − ALPHA)·start + ALPHA·run, its heads kept (WiSE-FT); ALPHA in [0, 1].")
+@click.pass_context
+def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: str, density: float,
+          weights: list[float] | None, base: str | None, seed: int | None, splits: tuple[str, ...],
+          data_dir: str | None, alpha: float | None) -> None:
     """Merge fine-tuned runs' encoders into one run carrying every run's heads (mtbio evaluate scores it)."""
     from pathlib import Path
 
-    from mtbio.experiments.merge import merge_runs, score_merged
+    from click.core import ParameterSource
+
+    from mtbio.experiments.merge import interpolate_run, merge_runs, score_merged
     from mtbio.tasks.loading import resolve_data_dir
 
-    target = merge_runs([Path(p) for p in run_dirs], method, Path(output), density, weights, base, seed)
+    if alpha is None:
+        target = merge_runs([Path(p) for p in run_dirs], method, Path(output), density, weights, base, seed)
+    else:
+        given = [f"--{name}" for name in ("method", "density", "weights", "seed")
+                 if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+        if len(run_dirs) != 1 or given:
+            raise MtbioError("--with-start interpolates one run toward the encoder it started from; give one RUN_DIR"
+                             + (f" and no {', '.join(given)} (they merge several runs)" if given else
+                                f" (got {len(run_dirs)})"))
+        target = interpolate_run(Path(run_dirs[0]), alpha, Path(output), base)
     for split, scores in score_merged(target, splits, resolve_data_dir(data_dir) if splits else None).items():
         click.echo(f"{split}: " + "; ".join(f"{task} " + ", ".join(f"{k} {v:.4f}" for k, v in values.items())
                                            for task, values in scores.items()))

@@ -16,6 +16,7 @@ PUBLIC_CLINICAL = ["nli4ct", "mediqa-rqe", "mqp", "ade", "chia"]
 ENTITY_MARKER_VARIANTS = ["chemprot-entities", "ddi-entities"]  # BLURB relation sets read by the entity_relation kind
 BI_ENCODER_VARIANTS = ["biosses-bi", "mqp-bi", "mediqa-rqe-bi"]  # pairs read by the bi_encoder and
 # cosine_classification kinds (each text encoded on its own)
+CONTRASTIVE_VARIANTS = ["mqp-mnrl", "mediqa-rqe-mnrl"]  # positive pairs read by the contrastive_pair kind
 
 VALID = """\
 name: demo
@@ -33,7 +34,8 @@ def test_every_shipped_definition_loads():
     paths = sorted(p for p in BUILTIN_TASK_DEFS.glob("*.yml") if p.name != "domains.yml")
     names = [load_task_def(p).name for p in paths]
     assert names == [p.stem for p in paths]  # one file per task, named after it
-    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL + ENTITY_MARKER_VARIANTS + BI_ENCODER_VARIANTS)
+    assert set(names) == set(BLURB + CLINICAL + PUBLIC_CLINICAL + ENTITY_MARKER_VARIANTS + BI_ENCODER_VARIANTS
+                          + CONTRASTIVE_VARIANTS)
 
 
 def test_domains_and_alias_resolve():

@@ -355,6 +355,12 @@ def _provenance(run_dir: Path, task: str, results: dict[str, Any], settings: dic
     if results.get("stage") == "merge":
         sources = [Path(p) for p in results.get("merged_from") or []]
         base, refined_on = original_encoder(run_dir)
+        if results.get("method") == "with-start":
+            alpha = results.get("alpha", "?")
+            return [f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
+                    f"- **Made by** `mtbio merge --with-start {alpha}`, with no training of its own: the encoder is "
+                    f"(1 − {alpha})·the encoder the run started from + {alpha}·the run's, its heads the run's; the run:",
+                    *[f"  - {_run_line(source)}" for source in sources]]
         return [f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}" if refined_on else ""),
                 f"- **Made by** `mtbio merge` with method `{results.get('method', '?')}` (density "
                 f"{results.get('density', '?')}, weights {results.get('weights', '?')}, seed {results.get('seed', '?')}) "

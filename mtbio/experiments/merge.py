@@ -6,6 +6,9 @@ run: one per task, its adapter merged into the base). The merge is PEFT's (`peft
 parameter by parameter: `ties` (trim to the largest `density` of each vector, elect the sign, average the agreeing
 entries; weights 1), `dare_linear` (drop entries at random, keep `density` of them rescaled, weighted sum; weights
 1/n). `average` is plain weight averaging of the fine-tuned encoders. The base + merged task vector is the encoder.
+
+`--with-start α` (`interpolate_run`) moves one run's encoder back toward the encoder it started from instead, keeping
+its heads: θ = (1 − α)·θ_start + α·θ_run (WiSE-FT, Wortsman et al. 2022; LM-Cocktail does the same for embedders).
 """
 from __future__ import annotations
 
@@ -87,8 +90,7 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
     if not 0 < density <= 1:
         raise MtbioError(f"--density {density}: the fraction of each task vector kept, in (0, 1]")
     run_dirs = [Path(p) for p in run_dirs]
-    if output.exists() and any(output.iterdir()):
-        raise MtbioError(f"--output {output}: not empty; choose a new directory for the merged run")
+    _refuse_filled(output)
     source = base or base_encoder_source(run_dirs)
     encoder = load_encoder(source)
     # a run given n times is n equal task vectors (merging a run with itself gives the run back)
@@ -102,10 +104,7 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
                          "has one per task)")
     base_state = encoder.state_dict()
     for run, state in tuned:
-        if set(state) != set(base_state) or any(state[k].shape != v.shape for k, v in base_state.items()):
-            raise MtbioError(f"{run}: its encoder's weights do not match the base encoder "
-                             f"{source or 'the packaged MiniLM-L6'} (names or shapes differ); merge runs fine-tuned "
-                             "from that encoder, or give --base")
+        _check_fits(run, state, base_state, source)
     if seed is None:
         shared = {RunDir(run).config().get("seed") for run in run_dirs}
         seed = int(shared.pop()) if len(shared) == 1 and None not in shared else 42
@@ -113,12 +112,58 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
     merged = {name: merge_tensors(method, value, [state[name] for _, state in tuned], weights, density)
               if value.is_floating_point() else value for name, value in base_state.items()}
     encoder.load_state_dict(merged)
+    _write_merged(encoder, heads, tasks, tokenizer, output, {
+        "encoder_source": source, "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
+        "weights": weights, "seed": seed})
+    return output
+
+
+def interpolate_run(run_dir: Path, alpha: float, output: Path, base: str | None = None) -> Path:
+    """The run's encoder interpolated toward the encoder it started from, θ = (1 − α)·θ_start + α·θ_run (α = 0: the
+    start's weights, 1: the run's, both exactly), with the run's heads, written as the run directory `output`;
+    returns it. `base`: the start (default: the run's results.json's `encoder_source`, the packaged MiniLM or the
+    `--from` run's encoder)."""
+    if not 0 <= alpha <= 1:
+        raise MtbioError(f"--with-start {alpha}: the run's share of the encoder, in [0, 1] (0: the encoder it started "
+                         "from, 1: its own)")
+    run_dir = Path(run_dir)
+    _refuse_filled(output)
+    source = base or base_encoder_source([run_dir])
+    encoder = load_encoder(source)
+    states, heads, tasks, tokenizer = fine_tuned_encoders([run_dir])
+    state = states[run_dir.resolve()]
+    if len(state) != 1:
+        raise MtbioError(f"--with-start: {run_dir} is a LoRA run with an encoder per task ({', '.join(heads)}); "
+                         "interpolate a run with one encoder")
+    refined, start = state[0], encoder.state_dict()
+    _check_fits(run_dir, refined, start, source)
+    encoder.load_state_dict({name: (1 - alpha) * value + alpha * refined[name] if value.is_floating_point()
+                             else refined[name] for name, value in start.items()})
+    _write_merged(encoder, heads, tasks, tokenizer, output, {
+        "encoder_source": source, "merged_from": [str(run_dir)], "method": "with-start", "alpha": alpha,
+        "seed": RunDir(run_dir).config().get("seed")})
+    return output
+
+
+def _refuse_filled(output: Path) -> None:
+    if output.exists() and any(output.iterdir()):
+        raise MtbioError(f"--output {output}: not empty; choose a new directory for the merged run")
+
+
+def _check_fits(run: Path, state: dict[str, Any], base_state: dict[str, Any], source: str | None) -> None:
+    """Refuse a run whose encoder's weights are not the base encoder's names and shapes."""
+    if set(state) != set(base_state) or any(state[k].shape != v.shape for k, v in base_state.items()):
+        raise MtbioError(f"{run}: its encoder's weights do not match the base encoder "
+                         f"{source or 'the packaged MiniLM-L6'} (names or shapes differ); merge runs fine-tuned "
+                         "from that encoder, or give --base")
+
+
+def _write_merged(encoder: Any, heads: dict[str, Any], tasks: list[Any], tokenizer: Any, output: Path,
+                  record: dict[str, Any]) -> None:
+    """The merged encoder with the heads, the tasks' definitions and results.json (`record` + stage, tasks)."""
     save_model(MultiTaskModel(encoder, heads), tokenizer, output)
     write_task_defs(tasks, RunDir(output).tasks_dir)
-    RunDir(output).write_results({"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
-                           "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
-                           "weights": weights, "seed": seed, "dev": {}, "test": {}})
-    return output
+    RunDir(output).write_results({"stage": "merge", "tasks": [t.name for t in tasks], **record, "dev": {}, "test": {}})
 
 
 def score_merged(run_dir: Path, splits: Sequence[str], data_dir: Path | None) -> dict[str, Any]:
