@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The embedding study (issue 89; declared in examples/embed_study.md): four refined starts and the plain encoder,
+# each fine-tuned on four held-out targets at 100 and 1,000 examples, three seeds, dev only, every cell beside its
+# trivial score and its start's no-training baselines.
+#
+#   bash examples/embed_study.sh starts      # the three refines and the interpolation (resumable; one lane each:
+#                                            #   STARTS="four-task broad-mnrl" / STARTS="broad broad-wise")
+#   bash examples/embed_study.sh cells       # the fine-tunes: a transfer sweep; run it in two processes for two
+#                                            #   lanes (lock files share the cells); resumes
+#
+# Weights stay under $RUNS (not committed); the sweep's small files are in examples/embed_study/.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+DATA_DIR=${DATA_DIR:-../shared/data}
+RUNS=${RUNS:-runs/embed-study}
+OUT=${OUT:-$HERE/embed_study}
+MTBIO=${MTBIO:-mtbio}
+STARTS=${STARTS:-four-task broad broad-mnrl broad-wise}
+TARGETS=${TARGETS:-ncbi-disease,ade,mqp,hoc}
+SIZES=${SIZES:-100,1000}
+SEEDS=${SEEDS:-3}
+ALPHA=${ALPHA:-0.5}
+REFINE_ARGS=${REFINE_ARGS:---recipe minilm --max-train-examples 2000 --max-eval-examples 500 --evaluations 5 --seed 42}
+CELL_ARGS=${CELL_ARGS:---recipe minilm}
+FOUR=chemprot,ddi,bc5cdr
+BROAD=bc2gm,bc5cdr-chem,bc5cdr-disease,chemprot,chia,ddi,mediqa-rqe
+
+read -r -a refine_args <<< "$REFINE_ARGS"
+read -r -a cell_args <<< "$CELL_ARGS"
+
+refine() {  # $1: start name, $2: tasks
+  [ -f "$RUNS/$1/results.json" ] && return 0
+  "$MTBIO" refine --tasks "$2" --data-dir "$DATA_DIR" "${refine_args[@]}" --output "$RUNS/$1" --resume < /dev/null
+}
+
+case "${1:-}" in
+  starts)
+    for start in $STARTS; do
+      case $start in
+        four-task) refine four-task "$FOUR" ;;
+        broad) refine broad "$BROAD" ;;
+        broad-mnrl) refine broad-mnrl "$BROAD,mediqa-rqe-mnrl" ;;
+        broad-wise)
+          while [ ! -f "$RUNS/broad/results.json" ]; do sleep 60; done  # the other lane refines broad
+          [ -f "$RUNS/broad-wise/results.json" ] || \
+            "$MTBIO" merge "$RUNS/broad" --with-start "$ALPHA" --output "$RUNS/broad-wise" < /dev/null ;;
+      esac
+      mkdir -p "$OUT/starts/$start"  # the start's small files, committed
+      cp "$RUNS/$start/results.json" "$RUNS/$start/config.yaml" "$OUT/starts/$start/" 2>/dev/null || true
+    done ;;
+  cells)
+    refine_on=()
+    for start in four-task broad broad-wise broad-mnrl; do refine_on+=(--refine-on "$RUNS/$start"); done
+    "$MTBIO" transfer "${refine_on[@]}" --targets "$TARGETS" --sizes "$SIZES" --seeds "$SEEDS" --data-dir "$DATA_DIR" \
+        "${cell_args[@]}" --output "$OUT" < /dev/null ;;
+  *) echo "usage: $0 starts|cells" >&2; exit 2 ;;
+esac
