@@ -1,0 +1,149 @@
+"""The embedding study's tables (examples/embed_study.md), from its transfer sweep's transfer.json.
+
+Per (target, size) point: the trivial score, each start's best no-training baseline (for a pair target also its
+zero-shot cosine), the plain encoder's mean ± sd and every refined start's mean with Δ against plain, its interval
+and verdict (the secondary family: every point of every start, corrected together, as transfer.json judged them).
+Then the declared primary comparison: per start, the per-seed mean over the points of (start − plain), every
+start against plain, corrected over the starts alone; withheld until every start has every point on a seed.
+Last, whether a start qualifies as the checkpoint (primary judged higher, no point judged lower, the pair target's
+zero-shot cosine within 2 points of plain's). Scores ×100.
+
+    python examples/embed_table.py [examples/embed_study]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
+
+HERE = Path(__file__).resolve().parent
+PAIR_TARGET = "mqp"
+COSINE_KEEP = 0.02  # the checkpoint keeps the pair target's zero-shot cosine within 2 points of plain's
+
+
+def _best(found: dict[str, float | None]) -> str:
+    values = {k: v for k, v in found.items() if v is not None}
+    if not values:
+        return "–"
+    name = max(values, key=lambda k: values[k])
+    return f"{100 * values[name]:.1f} ({name})"
+
+
+def _pm(scores: dict[str, Any]) -> str:
+    sd = f" ± {100 * scores['sd']:.1f}" if scores.get("sd") is not None else ""
+    return f"{100 * scores['mean']:.1f}{sd}"
+
+
+def _interval(cell: dict[str, Any]) -> str:
+    ci = cell.get("ci")
+    return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else "–"
+
+
+def point_table(result: dict[str, Any]) -> str:
+    """One row per (target, size): trivial, baselines, plain, and per start score, Δ [interval], verdict."""
+    starts = list(result["refinement_sets"])
+    head = ["target", "n", "trivial", "no training: plain", "plain", *[f"{s}: score, Δ [interval], verdict" for s in starts],
+            *[f"no training: {s}" for s in starts]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["targets"]:
+        trivial = "–" if row.get("trivial") is None else f"{100 * row['trivial']:.1f}"
+        for point in row["points"]:
+            cells = []
+            for start in starts:
+                cell = point["from"].get(start)
+                cells.append("–" if cell is None else
+                             f"{_pm(cell['score'])}, {100 * cell['delta']:+.1f} {_interval(cell)}, {verdict_text(cell)}")
+            baselines = [_best(point["no_training"].get(s) or {}) for s in starts]
+            lines.append("| " + " | ".join([row["target"], str(point["examples"]), trivial,
+                                            _best(point["no_training"].get("plain") or {}), _pm(point["plain"]),
+                                            *cells, *baselines]) + " |")
+    return "\n".join(lines)
+
+
+def primary(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
+    """Per start: the per-seed mean over every (target, size) point of the signed Δ against plain, judged against
+    plain with the correction over the starts; a start missing a point on a seed has no value on that seed."""
+    starts = list(result["refinement_sets"])
+    points = [(row, point) for row in result["targets"] for point in row["points"]]
+    expected = len(points)
+    family: dict[str, dict[str, Any]] = {}
+    for start in starts:
+        per_seed: dict[str, list[float]] = {}
+        for row, point in points:
+            cell = point["from"].get(start)
+            for seed, found in (cell or {}).get("per_seed", {}).items():
+                per_seed.setdefault(seed, []).append(found["delta"])  # already signed by the metric's direction
+        complete = {seed: sum(v) / len(v) for seed, v in per_seed.items() if len(v) == expected}
+        if len(complete) >= 2:
+            family[start] = compare(complete, {seed: 0.0 for seed in complete})
+        else:
+            family[start] = {"withheld": f"{len(complete)} seed(s) with all {expected} points", "n_seeds": 0,
+                             "p_value": None, "delta": None}
+    correct(family, rule)
+    return {"points": expected, "starts": family}
+
+
+def pair_cosines(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The pair target's zero-shot cosine per start and training size (fitted on that size's subset)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in result["targets"]:
+        if row["target"] != PAIR_TARGET:
+            continue
+        for point in row["points"]:
+            for start, found in point["no_training"].items():
+                found = found or {}
+                cosine = found.get("cosine-mean", next((v for k, v in found.items() if k.startswith("cosine")), None))
+                if cosine is not None:
+                    out.setdefault(start, {})[str(point["examples"])] = cosine
+    return out
+
+
+def checkpoint(result: dict[str, Any], judged: dict[str, Any]) -> dict[str, str]:
+    """Per start: qualifies, or why not."""
+    cosines = pair_cosines(result)
+    plain = cosines.get("plain", {})
+    out = {}
+    for start, cell in judged["starts"].items():
+        lower = [f"{row['target']}@{point['examples']}" for row in result["targets"] for point in row["points"]
+                 if (point["from"].get(start) or {}).get("verdict") == "hurts"
+                 or (point["from"].get(start) or {}).get("direction") == "lower"]
+        lost = [n for n, value in cosines.get(start, {}).items() if n in plain and plain[n] - value > COSINE_KEEP]
+        reasons = []
+        if verdict_text(cell) != "improves" and cell.get("direction") != "higher":
+            reasons.append(f"primary {verdict_text(cell)}")
+        if lower:
+            reasons.append("lower on " + ", ".join(lower))
+        if lost:
+            reasons.append(f"{PAIR_TARGET} zero-shot cosine more than 2 points below plain at n = {', '.join(lost)}")
+        out[start] = "qualifies" if not reasons else "; ".join(reasons)
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    judged = primary(result)
+    lines = [point_table(result), "", f"Primary: mean over the {judged['points']} points of (start − plain), paired by "
+             "seed, corrected over the starts:", ""]
+    for start, cell in judged["starts"].items():
+        if cell.get("withheld"):
+            lines.append(f"- {start}: {verdict_text(cell)}")
+        else:
+            lines.append(f"- {start}: Δ {100 * cell['delta']:+.2f} {_interval(cell)}, {verdict_text(cell)}")
+    cosines = pair_cosines(result)
+    if cosines:
+        lines += ["", f"{PAIR_TARGET} zero-shot cosine (×100) by start and training size: " + "; ".join(
+            f"{start} " + ", ".join(f"{100 * v:.1f} at {n}" for n, v in sorted(found.items(), key=lambda x: int(x[0])))
+            for start, found in cosines.items())]
+    lines += ["", "Checkpoint: " + "; ".join(f"{start}: {why}" for start, why in checkpoint(result, judged).items())]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    sweep = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "embed_study"
+    print(render(json.loads((sweep / "transfer.json").read_text())))
+
+
+if __name__ == "__main__":
+    main()

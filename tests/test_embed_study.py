@@ -1,0 +1,65 @@
+"""The embedding study's tables (examples/embed_table.py) on a hand-made sweep: the declared primary comparison
+(mean over the points of start − plain, corrected over the starts) and the checkpoint rule."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from mtbio.reporting.transfer import build_transfer
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _table_module():
+    spec = importlib.util.spec_from_file_location("embed_table", EXAMPLES / "embed_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sweep(gain: dict[int, float], cosine: float) -> dict:
+    """Two targets at one size; start `good` gains `gain[seed]` on each, start `same` scatters around nothing."""
+    metrics = {"mqp": "accuracy", "ncbi-disease": "entity_f1"}
+    sizes = {t: {"100": 100} for t in metrics}
+    plain = {(t, "100"): {s: 0.60 + 0.01 * s for s in (42, 43, 44)} for t in metrics}
+    refined = {}
+    for t in metrics:
+        refined[("good", t, "100")] = {s: plain[(t, "100")][s] + gain[s] for s in (42, 43, 44)}
+        refined[("same", t, "100")] = {s: plain[(t, "100")][s] + {42: 0.02, 43: -0.03, 44: 0.005}[s] for s in (42, 43, 44)}
+    no_training = {"mqp": {"plain": {"100": {"cosine-mean": 0.75, "probe": 0.55}},
+                           "good": {"100": {"cosine-mean": cosine}}, "same": {"100": {"cosine-mean": 0.75}}}}
+    return build_transfer(metrics, {"good": ["chemprot"], "same": ["ddi"]}, sizes, plain, refined,
+                          trivial={"mqp": 0.5, "ncbi-disease": 0.0}, no_training=no_training)
+
+
+def test_primary_is_each_start_against_plain_over_all_points():
+    table = _table_module()
+    judged = table.primary(_sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.75))
+    good, same = judged["starts"]["good"], judged["starts"]["same"]
+    assert judged["points"] == 2
+    assert abs(good["delta"] - 0.11) < 1e-9  # the per-seed means over both points: 0.10, 0.11, 0.12
+    assert table.verdict_text(good) == "improves"
+    assert table.verdict_text(same) == "undecided"
+    # corrected over the two starts alone: the smaller p is multiplied by 2 (Holm's first step)
+    assert good["p_adjusted"] <= 1 and same["p_adjusted"] >= good["p_adjusted"]
+
+
+def test_checkpoint_needs_the_pair_cosine_kept():
+    table = _table_module()
+    kept = _sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.74)
+    lost = _sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.70)
+    assert table.checkpoint(kept, table.primary(kept))["good"] == "qualifies"
+    why = table.checkpoint(lost, table.primary(lost))["good"]
+    assert "zero-shot cosine more than 2 points below plain" in why
+    assert "primary undecided" in table.checkpoint(kept, table.primary(kept))["same"]
+    text = table.render(kept)
+    assert "mqp zero-shot cosine (×100) by start and training size: plain 75.0 at 100; good 74.0 at 100" in text
+
+
+def test_primary_withheld_until_every_point_is_in():
+    table = _table_module()
+    sweep = _sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.75)
+    del sweep["targets"][0]["points"][0]["from"]["good"]["per_seed"]["44"]
+    del sweep["targets"][0]["points"][0]["from"]["good"]["per_seed"]["43"]
+    judged = table.primary(sweep)
+    assert "no verdict" in table.verdict_text(judged["starts"]["good"])
