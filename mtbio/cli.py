@@ -67,11 +67,17 @@ def _end_process_group() -> None:
 @click.version_option(package_name="mtbio")
 @click.option("-v", "--verbose", count=True, help="More log lines (debug).")
 @click.option("-q", "--quiet", count=True, help="Errors and results only: no log lines, no progress bars.")
-def main(verbose: int, quiet: int) -> None:
+@click.option("--include-package", multiple=True, metavar="MODULE",
+              help="Import MODULE first, as a plugin: the kinds, readers, metrics, optimizers, schedules, mixers, "
+                   "weightings and reports it registers work in every command (repeatable; also $MTBIO_PLUGINS, "
+                   "comma-separated, and installed packages' `mtbio.plugins` entry points).")
+def main(verbose: int, quiet: int, include_package: tuple[str, ...]) -> None:
     """Multi-task learning on biomedical and clinical text."""
     from mtbio.logs import configure_console
+    from mtbio.registry import load_plugins
 
     configure_console(verbose - quiet)
+    load_plugins(include_package)
 
 
 # ---- mtbio tasks ... (task definitions and data) ---------------------------------------------

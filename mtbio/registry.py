@@ -10,8 +10,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
-from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+import sys
+from importlib.metadata import entry_points
+from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -79,3 +82,37 @@ def import_modules(package: str, path: Iterable[str]) -> None:
     reader, kind, mixer, weighting, optimizer or schedule is one module in its package."""
     for module in pkgutil.iter_modules(path):
         importlib.import_module(f"{package}.{module.name}")
+
+
+PLUGIN_GROUP = "mtbio.plugins"  # the entry-point group an installed plugin package declares
+PLUGINS_ENV = "MTBIO_PLUGINS"  # comma-separated module names to import as plugins
+
+
+def load_plugins(include: Sequence[str] = ()) -> list[str]:
+    """Import every plugin, so that what it registers (kinds, readers, metrics, optimizers, schedules, mixers,
+    weightings, reports, predictors) is seen by every command: the modules of installed packages' `mtbio.plugins`
+    entry points, then those named in $MTBIO_PLUGINS and in `include` (`--include-package`; importable from the
+    working directory too). `include` joins $MTBIO_PLUGINS, so the processes a command starts (a sweep's cells)
+    load the same plugins. Returns the modules imported; a module that cannot be imported is one MtbioError."""
+    named = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    named += [n for n in include if n not in named]
+    if include:
+        os.environ[PLUGINS_ENV] = ",".join(named)
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+    loaded = []
+    for point in entry_points(group=PLUGIN_GROUP):
+        try:
+            point.load()
+        except Exception as exc:  # a broken plugin names itself, not a traceback from deep inside it
+            raise MtbioError(f"plugin '{point.name}' ({point.value}, entry point {PLUGIN_GROUP}) failed to load: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        loaded.append(point.value)
+    for name in named:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise MtbioError(f"plugin module '{name}' (--include-package / ${PLUGINS_ENV}) failed to import: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        loaded.append(name)
+    return loaded
