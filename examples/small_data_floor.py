@@ -51,6 +51,7 @@ def _keep_start(result: dict[str, Any], task: str, seed_dir: Path) -> None:
     if start is None and (seed_dir / "start.json").is_file():
         start = json.loads((seed_dir / "start.json").read_text())["start_scores"].get(task)
     metric, sign = result["metric"], metric_sign(result["metric"])
+    result["start"] = start
     if start is not None and sign * start[metric] > sign * result["dev"][task][metric]:
         result["dev"][task] = start
 
@@ -66,6 +67,34 @@ def result_metric(result: dict[str, Any], task: str) -> str:
 
 def _best_baseline(result: dict[str, Any], task: str, metric: str) -> tuple[str, float] | None:
     return best_baseline((result.get("baselines") or {}).get(task) or {}, metric)
+
+
+def _start_score(result: dict[str, Any]) -> float | None:
+    """The dev score of the run's LP-FT start (None: the run had none)."""
+    return None if result.get("start") is None else float(result["start"][result["metric"]])
+
+
+def floor_tests_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """Which floor points test the floor. The recipe keeps its LP-FT start where fine-tuning does not beat it on dev,
+    so a point whose start equals or beats the best baseline on every seed cannot be judged lower; the others test
+    it. Recipe results equal on every seed to another point's at the same size (the `-bi` rows, the same model, data
+    and seeds) are counted once."""
+    rows = {f"{row['task']} n={row['size']}": row for row in summary["rows"]}
+    testing, seen, repeats = [], {}, {}
+    for name in summary["floor"]:
+        recipe = rows[name]["arms"]["recipe"]
+        starts = recipe.get("start_per_seed") or {}
+        best = rows[name]["best_per_seed"]
+        sign = metric_sign(rows[name]["metric"])
+        if not starts or any(sign * (starts[seed] - best[seed]) < 0 for seed in best):
+            testing.append(name)
+        key = (rows[name]["size"], tuple(sorted(recipe["per_seed"].items())))
+        if key in seen:
+            repeats[name] = seen[key]
+        else:
+            seen[key] = name
+    return {"points": len(summary["floor"]), "testing": testing, "repeats": repeats,
+            "distinct": len(summary["floor"]) - len(repeats)}
 
 
 def build(results: Path) -> dict[str, Any]:
@@ -86,6 +115,9 @@ def build(results: Path) -> dict[str, Any]:
             row["arms"][arm] = {"mean": statistics.fmean(scores.values()),
                                 "sd": statistics.stdev(scores.values()) if len(scores) > 1 else None,
                                 "per_seed": scores, "steps": statistics.fmean(r["steps"] for r in runs.values())}
+            starts = {seed: _start_score(r) for seed, r in runs.items()}
+            if all(v is not None for v in starts.values()):
+                row["arms"][arm]["start_per_seed"] = starts
         row["trivial"] = statistics.fmean(float(r["trivial"][task]) for runs in arms.values() for r in runs.values())
         names = sorted({name for runs in arms.values() for r in runs.values()
                         for name in ((r.get("baselines") or {}).get(task) or {})})
@@ -99,6 +131,7 @@ def build(results: Path) -> dict[str, Any]:
             if runs and all(floors.values()):
                 best = {seed: f[1] for seed, f in floors.items() if f}
                 row.setdefault("best_baseline", statistics.fmean(best.values()))
+                row.setdefault("best_per_seed", best)
                 # a floor above the trivial score, both means over this arm's runs: the row's mean over both arms'
                 # runs can round a value one ulp away from the same value's mean over one arm
                 trivial = statistics.fmean(float(r["trivial"][task]) for r in runs.values())
@@ -119,9 +152,10 @@ def build(results: Path) -> dict[str, Any]:
         return {"points": len(judged), "held": sum(cell["verdict"] != HURTS for cell in judged),
                 "waiting": len(tests) - len(judged)}
 
-    return {**RULE.fields(), "rows": rows, "families": families,
-            "floor": floor_tests, "recipe_vs_today": recipe_tests, "floor_today": today_tests,
-            "floor_holds": holds(floor_tests), "floor_holds_today": holds(today_tests)}
+    summary = {**RULE.fields(), "rows": rows, "families": families,
+               "floor": floor_tests, "recipe_vs_today": recipe_tests, "floor_today": today_tests,
+               "floor_holds": holds(floor_tests), "floor_holds_today": holds(today_tests)}
+    return {**summary, "floor_tested": floor_tests_of(summary)}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -132,8 +166,16 @@ def table(summary: dict[str, Any]) -> str:
         sd = f" ± {100 * entry['sd']:.1f}" if entry["sd"] is not None else ""
         return f"{100 * entry['mean']:.1f}{sd} ({entry['steps']:.0f} steps)"
 
+    def over_start(row: dict[str, Any]) -> str:
+        entry = row["arms"].get("recipe") or {}
+        starts = entry.get("start_per_seed")
+        if not starts:
+            return "–"
+        gains = [entry["per_seed"][seed] - start for seed, start in starts.items()]
+        return f"{100 * statistics.fmean(gains):+.1f} (start {100 * statistics.fmean(starts.values()):.1f})"
+
     lines = ["| task | n (cap) | metric | trivial | no-training baselines | today | recipe | recipe vs best baseline | "
-             "recipe − today |", "|---|---:|---|---:|---|---:|---:|---|---|"]
+             "recipe − today | fine-tuning over its start |", "|---|---:|---|---:|---|---:|---:|---|---|---:|"]
     for row in summary["rows"]:
         name = f"{row['task']} n={row['size']}"
         base = ", ".join(f"{k} {100 * v:.1f}" for k, v in row["baselines"].items()) or "–"
@@ -142,11 +184,19 @@ def table(summary: dict[str, Any]) -> str:
             cell = summary[family].get(name)
             cells.append("–" if cell is None else f"{100 * cell['delta']:+.1f}, {verdict_text(cell)}")
         lines.append(f"| {row['task']} | {row['size']} | {row['metric']} | {100 * row['trivial']:.1f} | {base} "
-                     f"| {arm(row, 'today')} | {arm(row, 'recipe')} | {cells[0]} | {cells[1]} |")
-    held, today = summary["floor_holds"], summary["floor_holds_today"]
+                     f"| {arm(row, 'today')} | {arm(row, 'recipe')} | {cells[0]} | {cells[1]} | {over_start(row)} |")
+    held, today, tested = summary["floor_holds"], summary["floor_holds_today"], summary["floor_tested"]
     lines += ["", f"Floor held (the recipe not judged lower than its best baseline): {held['held']} of {held['points']} "
               f"points with a baseline above trivial and {MIN_SEEDS} seeds ({held['waiting']} waiting for seeds); under "
-              f"today's defaults (described): {today['held']} of {today['points']} ({today['waiting']} waiting)."]
+              f"today's defaults (described): {today['held']} of {today['points']} ({today['waiting']} waiting).",
+              "", f"Points that test the floor (the recipe's LP-FT start, which it keeps where fine-tuning does not beat "
+              f"it on dev, below the best baseline on a seed): {len(tested['testing'])} of {tested['points']} "
+              f"({', '.join(tested['testing']) or 'none'}); on the other "
+              f"{tested['points'] - len(tested['testing'])} the start equals or beats the best baseline on every seed, "
+              f"so the recipe cannot fall below it. Distinct recipe results among the {tested['points']}: "
+              f"{tested['distinct']}" + (" (" + "; ".join(f"{name} is {first}'s scores on every seed"
+                                                          for name, first in tested["repeats"].items()) + ")"
+                                          if tested["repeats"] else "") + "."]
     return "\n".join(lines)
 
 

@@ -198,6 +198,22 @@ def test_transfer_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) -> None
     assert again.returncode == 0 and "[1/" not in again.stdout + again.stderr
 
 
+def test_the_transfer_pages_tables_follow_the_rule_of_its_file() -> None:
+    """examples/transfer_biomedical.md shows transfer_table.py's tables of the committed transfer.json, which label
+    a comparison whose interval settles neither way "undecided", never "no effect"; the page says it is superseded."""
+    printed = subprocess.run([sys.executable, str(REPO / "examples" / "transfer_table.py")], capture_output=True,
+                             text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    page = (REPO / "examples" / "transfer_biomedical.md").read_text()
+    main_table = printed.stdout[printed.stdout.index("| target | n |"):printed.stdout.index("\n\nMean over")].strip()
+    average = printed.stdout[printed.stdout.index("| start | mean over points |"):].strip()
+    assert main_table in page and average in page
+    rows = [line for line in main_table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 12 and sum(line.count(", undecided") for line in rows) == 16
+    assert all(", no effect" not in line for line in rows if not line.startswith("| hoc |"))  # HoC: 0.0 everywhere
+    assert "Δ [99.7–99.8% CI]" in main_table and "superseded" in page and "examples/embed_study.md" in page
+
+
 def test_predictor_validation_script_reads_the_committed_graphs(tmp_path: Path) -> None:
     """Every committed predictor judged within target on both committed graphs, p values Holm-adjusted per graph."""
     done = subprocess.run([sys.executable, str(REPO / "examples" / "predictor_validation.py"), "--output", str(tmp_path)],

@@ -204,3 +204,30 @@ def test_a_baseline_equal_to_the_trivial_score_is_no_floor_point(tmp_path: Path)
     row = summary["rows"][0]
     assert row["best_baseline"] != row["trivial"] and abs(row["best_baseline"] - row["trivial"]) < 1e-12
     assert summary["floor"] == {} and summary["floor_today"] == {} and list(summary["recipe_vs_today"]) == ["bioasq n=100"]
+
+
+def test_the_floor_table_names_the_points_that_test_the_floor(tmp_path: Path) -> None:
+    """A point whose LP-FT start is below its probe on a seed tests the floor; one whose start equals its probe on
+    every seed cannot fall below it; a point with another's scores on every seed is counted once; the table shows
+    fine-tuning over the start."""
+    import runpy
+
+    repo = Path(__file__).resolve().parents[1]
+    cells = {"tagger": ((0.30, 0.20, 0.30), (0.5, 0.6, 0.7)), "pair": ((0.40,) * 3, (0.6, 0.61, 0.62)),
+             "pair-bi": ((0.40,) * 3, (0.6, 0.61, 0.62))}
+    for task, (starts, kept) in cells.items():
+        for seed, start, score in zip((42, 43, 44), starts, kept):
+            run = tmp_path / "recipe" / task / "n-100" / f"seed-{seed}"
+            (run / "tasks").mkdir(parents=True)
+            (run / "tasks" / f"{task}.yml").write_text(yaml.safe_dump({"name": task, "metric": "accuracy"}))
+            (run / "results.json").write_text(json.dumps({
+                "dev": {task: {"accuracy": score}}, "start_scores": {task: {"accuracy": start}}, "steps": 200,
+                "trivial": {task: 0.0}, "baselines": {task: {"probe": 0.25 if task == "tagger" else 0.40}}}))
+    floor = runpy.run_path(str(repo / "examples" / "small_data_floor.py"))
+    summary = floor["build"](tmp_path)
+    assert summary["floor_tested"] == {"points": 3, "testing": ["tagger n=100"], "repeats": {"pair-bi n=100": "pair n=100"},
+                                       "distinct": 2}
+    shown = floor["table"](summary)
+    assert "| fine-tuning over its start |" in shown and "| +33.3 (start 26.7) |" in shown  # tagger: 0.6 - 0.267
+    assert "8 of" not in shown and "test the floor" in shown and ": 1 of 3 (tagger n=100); on the other 2" in shown
+    assert "Distinct recipe results among the 3: 2 (pair-bi n=100 is pair n=100's scores on every seed)." in shown
