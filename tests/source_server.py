@@ -38,7 +38,7 @@ class SourceServer:
                 self.files[url_path(entry)] = data_dir / entry.dest
         self.stall_after: dict[str, int] = {}      # path → bytes sent before it stops sending
         self.corrupt: set[str] = set()             # paths served with one byte changed
-        self.requests: list[str] = []
+        self.requests: list[tuple[str, str]] = []  # (path, Range header)
         self.stopped = threading.Event()
         self.base_url = ""
 
@@ -61,7 +61,7 @@ class SourceServer:
 def _handler(server: SourceServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            server.requests.append(self.path)
+            server.requests.append((self.path, self.headers.get("Range", "")))
             data = server.body(self.path)
             if data is None:
                 self.send_error(404)

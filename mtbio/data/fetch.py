@@ -257,7 +257,7 @@ def _response(url: str, start: int, name: str, route: Callable[[], str]) -> Iter
 def _chunks(response: Any, url: str, name: str, route: Callable[[], str]) -> Iterator[bytes]:
     while True:
         try:
-            chunk = response.read(CHUNK)
+            chunk = response.read1(CHUNK)
         except (OSError, HTTPException) as exc:
             raise FetchError(f"{name}: the download of {url} broke off ({exc or type(exc).__name__}); rerun to "
                              f"resume; {route()}") from None
