@@ -96,7 +96,7 @@ def test_a_corrupted_byte_is_refused_and_nothing_is_left(data_dir: Path, tmp_pat
     assert done.exit_code == 2
     url = f"{server.base_url}{url_path(dev)}"
     assert done.output.splitlines()[-1] == (
-        f"error: dev.txt: the bytes from {url} are not the recorded file (sha256 "
+        f"error: ChemProt/dev.txt: the bytes from {url} are not the recorded file (sha256 "
         f"{hashlib.sha256(server.body(url_path(dev))).hexdigest()}, 678,657 bytes): refused, nothing written; by hand: "
         f"download {url} to {tmp_path}/ChemProt/dev.txt (sha256 {dev.sha256}, 678,657 bytes)")
     assert "ChemProt/dev.txt" not in _files(tmp_path) and not [n for n in _files(tmp_path) if ".part" in n]
@@ -169,7 +169,7 @@ def test_offline_is_one_line_naming_the_file_url_and_manual_route(tmp_path: Path
     assert done.exit_code == 2
     url = "http://127.0.0.1:9/curai/medical-question-pair-dataset/6c7f7fd7a53cedc6fec105c0c6cb78f2e9a82cd1/mqp.csv"
     assert done.output.splitlines() == [
-        f"error: mqp.csv: cannot download {url} ([Errno 111] Connection refused); by hand: download {url} to "
+        f"error: MedicalQuestionPairs/mqp.csv: cannot download {url} ([Errno 111] Connection refused); by hand: download {url} to "
         f"{tmp_path}/MedicalQuestionPairs/mqp.csv (sha256 "
         f"{next(f.sha256 for f in source_files() if f.dest.endswith('mqp.csv'))}, 665,688 bytes)"]
     assert _files(tmp_path) == []
@@ -198,3 +198,16 @@ def test_missing_data_names_the_route_before_anything_else(tmp_path: Path, tiny_
     assert done.output.splitlines() == [
         f"error: task 'chemprot': missing ChemProt/train.txt, ChemProt/dev.txt, ChemProt/test.txt under {tmp_path} — "
         f"`mtbio data get chemprot --data-dir {tmp_path}` fetches them (allenai/scibert @ 06793f7)"]
+
+
+def test_a_folder_is_never_left_partial(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = next(f for f in source_files() if f.dest.startswith("Chia/chia_without_scope/"))
+    with serve(data_dir) as server:
+        server.corrupt.add(url_path(first))
+        monkeypatch.setenv("MTBIO_DATA_BASE_URL", server.base_url)
+        done = CliRunner().invoke(main, ["-q", "data", "get", "chia", "--data-dir", str(tmp_path)])
+    assert done.exit_code == 2 and f"error: {first.dest}: the bytes from" in done.output
+    assert not (tmp_path / "Chia" / "chia_without_scope").exists()  # only its temporary name, not read as the corpus
+    listed = _table(CliRunner().invoke(main, ["tasks", "list", "--data-dir", str(tmp_path)]).stdout)
+    assert listed["chia"][8] == (f"missing Chia/chia_without_scope under {tmp_path} — `mtbio data get chia --data-dir "
+                                 f"{tmp_path}` fetches it (Vidhate/CHIA-NER-RE @ ed84384)")

@@ -49,6 +49,7 @@ class Plan:
     files: list[SourceFile] = field(default_factory=list)
     manual: list[tuple[str, ManualFile]] = field(default_factory=list)     # (task, step)
     unavailable: list[tuple[str, str]] = field(default_factory=list)      # (task, why)
+    folders: list[str] = field(default_factory=list)  # declared folders: filled under a temporary name, then renamed
 
 
 @dataclass
@@ -72,6 +73,7 @@ def plan(tasks: list[TaskDef]) -> Plan:
         result.files += [f for f in sources.files if f.dest not in seen]
         result.manual += [(task.name, m) for m in sources.manual if m.dest not in seen]
         seen |= {f.dest for f in sources.files} | {m.dest for m in sources.manual}
+        result.folders += [d for d in sources.folders if d not in result.folders]
     return result
 
 
@@ -93,9 +95,8 @@ def by_hand(entry: SourceFile, data_dir: Path) -> str:
             f"(sha256 {entry.sha256}, {entry.size:,} bytes)")
 
 
-def in_place(entry: SourceFile, data_dir: Path) -> bool:
-    """Whether the file is already there with the recorded bytes; FetchError when another file holds its name."""
-    path = data_dir / entry.dest
+def in_place(entry: SourceFile, path: Path) -> bool:
+    """Whether the file is already at `path` with the recorded bytes; FetchError when another file holds its name."""
     if not path.exists():
         return False
     if path.is_file() and path.stat().st_size == entry.size and _sha256_file(path) == entry.sha256:
@@ -109,7 +110,7 @@ def dry_run(data_plan: Plan, data_dir: Path) -> list[str]:
     lines = []
     for entry in data_plan.files:
         member = f" [{entry.path}]" if entry.archive else ""
-        state = "  (in place)" if in_place(entry, data_dir) else ""
+        state = "  (in place)" if in_place(entry, data_dir / entry.dest) else ""
         lines.append(f"{file_url(entry)}{member}  {entry.size:,} bytes  -> {data_dir / entry.dest}{state}")
     return lines
 
@@ -118,9 +119,14 @@ def fetch(data_plan: Plan, data_dir: Path) -> Outcome:
     """Download every planned file that is not in place; stop at the first failure (FetchError or WriteError)."""
     make_dir(data_dir)
     outcome = Outcome()
+    # a declared folder (Chia's 4,001 files) is filled under a temporary name and renamed when whole, so a partial
+    # one is never read as the data set
+    staged = {folder: _part(data_dir / folder) for folder in data_plan.folders if not (data_dir / folder).exists()}
+    targets = {e.dest: next((stage / e.dest[len(folder) + 1:] for folder, stage in staged.items()
+                             if e.dest.startswith(folder + "/")), data_dir / e.dest) for e in data_plan.files}
     todo = []
     for entry in data_plan.files:
-        if in_place(entry, data_dir):
+        if in_place(entry, targets[entry.dest]):
             outcome.present += 1
         else:
             todo.append(entry)
@@ -130,20 +136,29 @@ def fetch(data_plan: Plan, data_dir: Path) -> Outcome:
     with tqdm(total=total, desc="data get", unit="B", unit_scale=True, leave=False, dynamic_ncols=True,
               disable=not bars_enabled()) as bar, ThreadPoolExecutor(WORKERS) as pool:
         try:
-            _all(pool, [(_download, file_url(e), data_dir / e.dest, e.size, e.sha256, bar.update,
+            _all(pool, [(_download, e.dest, file_url(e), targets[e.dest], e.size, e.sha256, bar.update,
                          lambda e=e: by_hand(e, data_dir)) for e in direct])
             outcome.fetched += len(direct)
             outcome.bytes += sum(e.size for e in direct)
             for archive in archives:
                 members = [e for e in todo if e.archive == archive]
                 bar.set_postfix_str(archive.path, refresh=False)
-                _unpack(archive, members, data_dir, bar.update, pool)
+                _unpack(archive, members, data_dir, targets, bar.update, pool)
                 outcome.fetched += len(members)
                 outcome.bytes += sum(e.size for e in members)
+            for folder, stage in staged.items():
+                if stage.is_dir():
+                    os.replace(stage, data_dir / folder)
         finally:
-            for folder in sorted({(data_dir / e.dest).parent for e in todo if (data_dir / e.dest).parent.is_dir()}):
+            written = {targets[e.dest].parent for e in todo} | {(data_dir / f).parent for f in staged}
+            for folder in sorted(f for f in written if f.is_dir()):
                 _fsync_dir(folder)  # the new names survive a crash
     return outcome
+
+
+def _part(path: Path) -> Path:
+    """The temporary name beside `path` that it is written under."""
+    return path.with_name(f".{path.name}.part")
 
 
 def _all(pool: ThreadPoolExecutor, calls: list[tuple[Any, ...]]) -> None:
@@ -159,14 +174,14 @@ def _all(pool: ThreadPoolExecutor, calls: list[tuple[Any, ...]]) -> None:
         raise
 
 
-def _unpack(archive: Archive, members: list[SourceFile], data_dir: Path, progress: Callable[[int], None],
-            pool: ThreadPoolExecutor) -> None:
+def _unpack(archive: Archive, members: list[SourceFile], data_dir: Path, targets: dict[str, Path],
+            progress: Callable[[int], None], pool: ThreadPoolExecutor) -> None:
     """Download the archive beside its first member, then write each member verified by its own sha256 and in place
     (the archive's own hash is recorded for reference only: each file taken from it is checked)."""
     first = members[0]
     url = file_url(first)
     done = data_dir / first.dest.split("/")[0] / f".{Path(archive.path).name}"  # removed once unpacked
-    _download(url, done, None, None, progress, lambda: by_hand(first, data_dir))
+    _download(archive.path, url, done, None, None, progress, lambda: by_hand(first, data_dir))
     try:
         with zipfile.ZipFile(done) as bundle:
             contents = [(entry, bundle.read(entry.path)) for entry in members]
@@ -174,7 +189,7 @@ def _unpack(archive: Archive, members: list[SourceFile], data_dir: Path, progres
             if hashlib.sha256(data).hexdigest() != entry.sha256:
                 raise FetchError(f"{entry.dest}: {entry.path} in {url} is not the recorded file: refused, nothing "
                                  f"written; {by_hand(entry, data_dir)}")
-        _all(pool, [(_write_verified, data_dir / entry.dest, data) for entry, data in contents])
+        _all(pool, [(_write_verified, targets[entry.dest], data) for entry, data in contents])
     except (KeyError, zipfile.BadZipFile) as exc:
         raise FetchError(f"{first.dest}: {url} cannot be read as the recorded archive ({exc}); "
                          f"{by_hand(first, data_dir)}") from None
@@ -184,7 +199,7 @@ def _unpack(archive: Archive, members: list[SourceFile], data_dir: Path, progres
 
 def _write_verified(dest: Path, data: bytes) -> None:
     """Bytes already checked, written under a temporary name, fsynced and renamed into place."""
-    part = dest.with_name(f".{dest.name}.part")
+    part = _part(dest)
     with writing(dest, cleanup=part, hint="nothing partial is left; free space and rerun"):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with open(part, "wb") as out:
@@ -194,13 +209,12 @@ def _write_verified(dest: Path, data: bytes) -> None:
         os.replace(part, dest)
 
 
-def _download(url: str, dest: Path, size: int | None, sha256: str | None, progress: Callable[[int], None],
-              route: Callable[[], str]) -> None:
-    """`url` to `dest` through `.NAME.part`: resumed from a partial file where the server allows, verified by size
+def _download(name: str, url: str, dest: Path, size: int | None, sha256: str | None,
+              progress: Callable[[int], None], route: Callable[[], str]) -> None:
+    """`url` to `dest` through `.NAME.part` (`name`: what error lines call it): resumed from a partial file where the server allows, verified by size
     and sha256, fsynced, renamed into place. A mismatch after a resumed download starts once from zero. Without a
     size and hash (an archive whose members are checked), downloaded whole and not checked here."""
-    part = dest.with_name(f".{dest.name}.part")
-    name = dest.name
+    part = _part(dest)
     for attempt in range(2):
         digest = hashlib.sha256()
         have = part.stat().st_size if part.is_file() and size is not None else 0

@@ -3,7 +3,7 @@ sha256 per file, checked against the repositories: docs/task_definitions.md) and
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -58,6 +58,7 @@ class TaskSources:
 
     files: list[SourceFile]
     manual: list[ManualFile]
+    folders: list[str] = field(default_factory=list)  # declared folders (Chia's): filled beside, renamed when whole
 
     @property
     def origins(self) -> list[str]:
@@ -96,4 +97,6 @@ def task_sources(task: TaskDef) -> TaskSources:
                 for name in ([value] if isinstance(value, str) else value)]
     needed = [folder for folder in _manifest()
               if any(_covers(d, entry.dest) for d in declared for entry in [*folder.files, *folder.manual])]
-    return TaskSources([f for folder in needed for f in folder.files], [m for folder in needed for m in folder.manual])
+    files = [f for folder in needed for f in folder.files]
+    return TaskSources(files, [m for folder in needed for m in folder.manual],
+                       [str(d) for d in declared if any(d in PurePosixPath(f.dest).parents for f in files)])
