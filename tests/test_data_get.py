@@ -169,8 +169,8 @@ def test_offline_is_one_line_naming_the_file_url_and_manual_route(tmp_path: Path
     assert done.exit_code == 2
     url = "http://127.0.0.1:9/curai/medical-question-pair-dataset/6c7f7fd7a53cedc6fec105c0c6cb78f2e9a82cd1/mqp.csv"
     assert done.output.splitlines() == [
-        f"error: MedicalQuestionPairs/mqp.csv: cannot download {url} ([Errno 111] Connection refused); by hand: download {url} to "
-        f"{tmp_path}/MedicalQuestionPairs/mqp.csv (sha256 "
+        f"error: MedicalQuestionPairs/mqp.csv: cannot download {url} ([Errno 111] Connection refused); by hand: "
+        f"download {url} to {tmp_path}/MedicalQuestionPairs/mqp.csv (sha256 "
         f"{next(f.sha256 for f in source_files() if f.dest.endswith('mqp.csv'))}, 665,688 bytes)"]
     assert _files(tmp_path) == []
 
@@ -185,7 +185,8 @@ def test_dry_run_lists_urls_sizes_and_destinations(tmp_path: Path, monkeypatch: 
                         f"data/text_classification/chemprot/train.txt  1,121,208 bytes  -> {tmp_path}/data/ChemProt/"
                         "train.txt")
     assert ("https://raw.githubusercontent.com/ai-systems/nli4ct/8e8e5fc506b916984011873403b9ea5ed6dd96c2/"
-            f"Complete_dataset.zip [Complete_dataset/train.json]  1,020,261 bytes  -> {tmp_path}/data/NLI4CT/train.json") in "\n".join(lines)
+            "Complete_dataset.zip [Complete_dataset/train.json]  1,020,261 bytes  -> "
+            f"{tmp_path}/data/NLI4CT/train.json") in lines
     assert len([line for line in lines if "Complete_dataset.zip [" in line]) == 1002  # 3 splits + 999 trial reports
     assert lines[-1].startswith("task 'mednli': credentialed, not downloadable: credentialed PhysioNet access")
     assert not (tmp_path / "data").exists()
@@ -209,5 +210,5 @@ def test_a_folder_is_never_left_partial(data_dir: Path, tmp_path: Path, monkeypa
     assert done.exit_code == 2 and f"error: {first.dest}: the bytes from" in done.output
     assert not (tmp_path / "Chia" / "chia_without_scope").exists()  # only its temporary name, not read as the corpus
     listed = _table(CliRunner().invoke(main, ["tasks", "list", "--data-dir", str(tmp_path)]).stdout)
-    assert listed["chia"][8] == (f"missing Chia/chia_without_scope under {tmp_path} — `mtbio data get chia --data-dir "
-                                 f"{tmp_path}` fetches it (Vidhate/CHIA-NER-RE @ ed84384)")
+    assert listed["chia"][8] == (f"missing Chia/chia_without_scope under {tmp_path} — `mtbio data get chia "
+                                 f"--data-dir {tmp_path}` fetches it (Vidhate/CHIA-NER-RE @ ed84384)")

@@ -211,9 +211,10 @@ def _write_verified(dest: Path, data: bytes) -> None:
 
 def _download(name: str, url: str, dest: Path, size: int | None, sha256: str | None,
               progress: Callable[[int], None], route: Callable[[], str]) -> None:
-    """`url` to `dest` through `.NAME.part` (`name`: what error lines call it): resumed from a partial file where the server allows, verified by size
-    and sha256, fsynced, renamed into place. A mismatch after a resumed download starts once from zero. Without a
-    size and hash (an archive whose members are checked), downloaded whole and not checked here."""
+    """`url` to `dest` through `.NAME.part` (`name`: what error lines call it): resumed from a partial file where
+    the server allows, verified by size and sha256, fsynced, renamed into place. A mismatch after a resumed download
+    starts once from zero. Without a size and hash (an archive whose members are checked), downloaded whole and not
+    checked here."""
     part = _part(dest)
     for attempt in range(2):
         digest = hashlib.sha256()

@@ -86,17 +86,18 @@ def _manifest() -> list[TaskSources]:
     return folders
 
 
-def _covers(declared: PurePosixPath, dest: str) -> bool:
-    return PurePosixPath(dest) == declared or declared in PurePosixPath(dest).parents
+def _covers(declared: str, dest: str) -> bool:
+    """Whether `dest` is the declared file or lies in the declared folder."""
+    return dest == declared or dest.startswith(declared + "/")
 
 
 def task_sources(task: TaskDef) -> TaskSources:
     """The files (and manual steps) of every data folder holding a file or folder the task's `files` declare (a
     folder whole: NLI4CT's trial reports sit beside the split files that name them)."""
-    declared = [PurePosixPath(name) for value in task.files.values()
+    declared = [PurePosixPath(name).as_posix() for value in task.files.values()
                 for name in ([value] if isinstance(value, str) else value)]
     needed = [folder for folder in _manifest()
               if any(_covers(d, entry.dest) for d in declared for entry in [*folder.files, *folder.manual])]
     files = [f for folder in needed for f in folder.files]
     return TaskSources(files, [m for folder in needed for m in folder.manual],
-                       [str(d) for d in declared if any(d in PurePosixPath(f.dest).parents for f in files)])
+                       [d for d in declared if any(f.dest.startswith(d + "/") for f in files)])
