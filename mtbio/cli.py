@@ -149,6 +149,53 @@ def tasks_check(path: str, data_dir: str | None) -> None:
     click.echo(result.summary)
 
 
+# ---- mtbio data get (the public tasks' files, from their recorded sources) --------------------------
+@main.group()
+def data() -> None:
+    """Fetch the public tasks' data files."""
+
+
+@data.command("get")
+@click.argument("names", nargs=-1)
+@click.option("--domain", help="Every task of this domain (domains.yml).")
+@click.option("--all", "every", is_flag=True, help="Every public shipped task.")
+@click.option("--data-dir", help="Where to put them (default: MTBIO_DATA_DIR).")
+@click.option("--dry-run", is_flag=True, help="List each file's URL, size and destination; download nothing.")
+def data_get(names: tuple[str, ...], domain: str | None, every: bool, data_dir: str | None, dry_run: bool) -> None:
+    """Download tasks' files from the repositories and commits the package records, each verified by its sha256.
+
+    A rerun skips the files already in place and resumes a broken download. Exit status 1 when a file needs a
+    manual step (printed) or a task has no downloadable source; 2 when a download fails."""
+    from mtbio.data import fetch
+    from mtbio.tasks.loading import BUILTIN_TASK_DEFS, load_catalog, resolve_data_dir
+
+    target = resolve_data_dir(data_dir)
+    if target is None:
+        raise MtbioError("no data directory; pass --data-dir or set MTBIO_DATA_DIR")
+    catalog = load_catalog()
+    if every:
+        names = names + tuple(n for n, t in sorted(catalog.tasks.items())
+                              if not t.credentialed and catalog.sources[n].parent == BUILTIN_TASK_DEFS)
+    if not names and domain is None:
+        raise click.UsageError("name tasks, or pass --domain or --all")
+    data_plan = fetch.plan(catalog.resolve(names, domain))
+    if dry_run:
+        for line in fetch.dry_run(data_plan, target):
+            click.echo(line)
+    else:
+        done = fetch.fetch(data_plan, target)
+        click.echo(f"data get: {done.fetched} files fetched ({done.bytes / 1e6:.1f} MB), {done.present} already in "
+                   f"place, under {target}")
+    for task, step in data_plan.manual:
+        click.echo(f"{step.dest} ({task}) is not downloadable as is: {step.instructions(target)}", err=True)
+    for task, why in data_plan.unavailable:
+        click.echo(f"task '{task}': {why}", err=True)
+    if (data_plan.manual or data_plan.unavailable) and not dry_run:
+        click.echo(f"not complete: {len(data_plan.manual)} file(s) need the manual step above, "
+                   f"{len(data_plan.unavailable)} task(s) have no downloadable source", err=True)
+        sys.exit(1)
+
+
 # ---- training stages --------------------------------------------------------------------------
 def _comma_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None

@@ -38,6 +38,9 @@ def test_wheel_installed_elsewhere_finds_its_task_definitions(tmp_path: Path, ti
     assert listed.returncode == 0, listed.stderr
     names = {line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip()}
     assert {p.stem for p in (REPO / "task_defs").glob("*.yml")} - {"domains"} == names
+    sources = subprocess.run([*mtbio, "data", "get", "chemprot", "--dry-run", "--data-dir", "data"],
+                             capture_output=True, text=True, cwd=tmp_path, env=env)  # the wheel's sources manifest
+    assert sources.returncode == 0 and len(sources.stdout.splitlines()) == 3, sources.stderr
     demo = subprocess.run([*mtbio, "demo", "--encoder", tiny_encoder, "--epochs", "1", "--output", str(tmp_path / "demo")],
                           capture_output=True, text=True, cwd=tmp_path, env=env)  # the wheel's samples, refine + fine-tune
     assert demo.returncode == 0, demo.stderr[-2000:]

@@ -2,7 +2,8 @@
 
 Every `mtbio ...` line of every ```bash block of a group of pages (`PAGE_GROUPS`) runs, in order, in the
 group's scratch directory, with `../shared/data`
-pointing at the real data and training commands shortened (tiny encoder, a few steps, one seed).
+pointing at the real data, `mtbio data get` fetching from a loopback server that serves copies of it
+(tests/source_server.py), and training commands shortened (tiny encoder, a few steps, one seed).
 Lines that need hardware or a network are skipped here and covered elsewhere: `accelerate launch`
 (tests/test_multiprocess.py runs the config-file form), `pip install`/`pytest` (CI runs them),
 the `my_tasks/` walk-through (tests/test_user_dataset.py builds such a dataset), and the
@@ -21,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from source_server import serve
 
 REPO = Path(__file__).resolve().parents[1]
 # pages whose examples build on each other's runs, run in order in one directory; the groups are independent
@@ -29,10 +31,10 @@ PAGE_GROUPS = {"readme": ["README.md", "docs/findings.md", "docs/clusters.md"],
                "reference": ["docs/commands.md", "docs/task_definitions.md", "docs/speed.md", "docs/development.md"]}
 PAGES = [page for pages in PAGE_GROUPS.values() for page in pages]
 # the commands each group must run (a page that lost its examples fails here)
-GROUP_COMMANDS = {"readme": {"refine", "finetune", "export", "evaluate", "report", "pairwise", "stilt", "predict", "tasks",
-                             "sweep", "affinity", "select", "merge"},
-                  "reference": {"refine", "finetune", "evaluate", "report", "pairwise", "stilt", "affinity", "select",
-                                "transfer", "predict", "export", "merge", "tasks"}}
+GROUP_COMMANDS = {"readme": {"data", "refine", "finetune", "export", "evaluate", "report", "pairwise", "stilt", "predict",
+                             "tasks", "sweep", "affinity", "select", "merge"},
+                  "reference": {"data", "refine", "finetune", "evaluate", "report", "pairwise", "stilt", "affinity",
+                                "select", "transfer", "predict", "export", "merge", "tasks"}}
 TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4",
          "--max-eval-examples", "48"]  # a fixed dev subset: scoring whole dev sets was most of this test's time
@@ -108,7 +110,12 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
             words += ["--max-eval-examples", "48"]
         if words[1:3] == ["tasks", "baselines"]:  # the packaged MiniLM embeds every text: fewer to fit on
             words += ["--max-train-examples", "40"]
-        done = CliRunner().invoke(main, words[1:])
+        if words[1:3] == ["data", "get"]:  # from a loopback server holding copies of the real data's files
+            with serve(data_dir) as server, monkeypatch.context() as patch:
+                patch.setenv("MTBIO_DATA_BASE_URL", server.base_url)
+                done = CliRunner().invoke(main, words[1:])
+        else:
+            done = CliRunner().invoke(main, words[1:])
         assert done.exit_code == 0, f"README command failed: {line}\n{done.output[-3000:]}"
         assert done.exception is None or isinstance(done.exception, SystemExit), (line, done.exception)
         ran.append(words[1])

@@ -137,7 +137,7 @@ def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
     for task in tasks:
         missing = missing_paths(task, data_dir)
         if missing:
-            lines.append(f"task '{task.name}': {missing_message(task, missing)}")
+            lines.append(f"task '{task.name}': {missing_message(task, missing, data_dir)}")
     if lines:
         raise MtbioError("\n".join(lines))
 

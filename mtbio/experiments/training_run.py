@@ -46,7 +46,7 @@ from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, wit
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.model.weightings import build_weighting
 from mtbio.tasks.kinds import task_kind
-from mtbio.tasks.loading import require_data
+from mtbio.tasks.loading import require_all_data, require_data
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config, upgrade_retired
@@ -360,6 +360,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                  heads_source: Path | None,
                  listeners: Sequence[Listener], accelerator: Accelerator, entered: float) -> dict[str, Any]:
     config = config.model_copy(update={"mixed_precision": str(accelerator.mixed_precision)})  # as resolved
+    require_all_data(tasks, data_dir)  # before the recipe and pooling lines: a missing file is the first thing said
     log.info("recipe %s: %s", config.recipe, ", ".join(f"{key} {getattr(config, key)}" for key in recipe_options(config)))
     check_run_dir(run_dir, config.resume)
     tokenizer = load_tokenizer(encoder_source)

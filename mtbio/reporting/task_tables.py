@@ -53,7 +53,7 @@ def task_row(task: TaskDef, data_dir: Path | None) -> TaskRow:
         return row
     missing = missing_paths(task, data_dir)
     if missing:
-        row.status = missing_message(task, missing)
+        row.status = missing_message(task, missing, data_dir)
     return row
 
 
@@ -103,7 +103,8 @@ def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
     problems = []
     for key in task.files:
         for missing in [p for p in split_paths(task, key, data_dir) if not p.exists()]:
-            problems.append(str(TaskDefinitionError(path, task.name, f"files.{key}", missing_message(task, [missing]))))
+            problems.append(str(TaskDefinitionError(path, task.name, f"files.{key}",
+                                                    missing_message(task, [missing], data_dir))))
     sizes: dict[str, int] = {}
     for split in task.has_splits:
         if any(not p.exists() for p in split_paths(task, split, data_dir)):

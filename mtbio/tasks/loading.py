@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -301,8 +302,24 @@ def missing_paths(task: TaskDef, data_dir: Path) -> list[Path]:
     return paths
 
 
-def missing_message(task: TaskDef, missing: list[Path]) -> str:
-    """'missing — put files at …; <access>' (credentialed data is never shipped)."""
+def missing_message(task: TaskDef, missing: list[Path], data_dir: Path) -> str:
+    """'missing X under DIR — `mtbio data get …` fetches it (repo @ commit)' where the packaged sources have every
+    missing file; the manual step where one is not downloadable as is; else 'put files at …; <access>'."""
+    from mtbio.tasks.sources import task_sources
+
+    sources = task_sources(task) if not task.credentialed else None
+    names = [p.relative_to(data_dir).as_posix() if p.is_relative_to(data_dir) else str(p) for p in missing]
+    manual = {m.dest: m for m in sources.manual} if sources else {}
+    fetched = {f.dest for f in sources.files} if sources else set()
+    if sources and names and all(n in manual or any(d == n or d.startswith(n + "/") for d in fetched) for n in names):
+        get = [n for n in names if n not in manual]
+        route = []
+        if get:
+            command = f"mtbio data get {task.name} --data-dir {shlex.quote(str(data_dir))}"
+            what = "the others" if len(get) < len(names) else "it" if len(get) == 1 else "them"
+            route.append(f"`{command}` fetches {what} ({', '.join(sources.origins)})")
+        route += [f"{n} is not downloadable as is: {manual[n].instructions(data_dir)}" for n in names if n in manual]
+        return f"missing {', '.join(names)} under {data_dir} — {'; '.join(route)}"
     where = ", ".join(str(p) for p in missing)
     access = f"; {task.access}" if task.access else ""
     kind = " (credentialed)" if task.credentialed else ""
@@ -316,4 +333,16 @@ def require_data(task: TaskDef, data_dir: Path | None) -> None:
         raise MissingDataError(f"task '{task.name}': no data directory; pass --data-dir or set MTBIO_DATA_DIR")
     missing = missing_paths(task, data_dir)
     if missing:
-        raise MissingDataError(f"task '{task.name}': {missing_message(task, missing)}")
+        raise MissingDataError(f"task '{task.name}': {missing_message(task, missing, data_dir)}")
+
+
+def require_all_data(tasks: Iterable[TaskDef], data_dir: Path | None) -> None:
+    """require_data for every task, raising one MissingDataError with a line per task that lacks files."""
+    problems = []
+    for task in tasks:
+        try:
+            require_data(task, data_dir)
+        except MissingDataError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise MissingDataError("\n".join(problems))
