@@ -47,3 +47,69 @@ def test_affinity_runs_with_adafactor(tmp_path: Path, tiny_encoder: str) -> None
     saved = json.loads((tmp_path / "aff" / "affinity.json").read_text())
     edges = saved["predictors"]["lookahead"]["edges"]
     assert len(edges) == 2 and all(e["score"] == e["score"] for e in edges)  # measured, not NaN
+
+
+# ---- G5, G9, G12: merge -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tuned_run(tmp_path_factory: pytest.TempPathFactory, tiny_encoder: str) -> Path:
+    """A tiny fine-tuned demo-hoc run."""
+    out = tmp_path_factory.mktemp("tuned")
+    result = CliRunner().invoke(main, [
+        "finetune", "--task", "demo-hoc", "--task-defs", str(SAMPLES / "task_defs"), "--data-dir", str(SAMPLES),
+        "--encoder", tiny_encoder, "--max-steps", "2", "--batch-size", "4", "--max-train-examples", "8",
+        "--max-length", "32", "--lr", "1e-2", "--no-baselines", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "demo-hoc"
+
+
+@pytest.mark.parametrize("method", ["ties", "dare_linear"])
+def test_a_run_merged_with_itself_is_the_run(tmp_path: Path, tuned_run: Path, tiny_encoder: str, method: str) -> None:
+    from safetensors.torch import load_file
+
+    result = CliRunner().invoke(main, ["merge", str(tuned_run), str(tuned_run), "--method", method, "--output",
+                                       str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    merged = load_file(str(tmp_path / "m" / "encoder" / "model.safetensors"))
+    own = load_file(str(tuned_run / "encoder" / "model.safetensors"))
+    base = load_file(str(Path(tiny_encoder) / "model.safetensors"))
+    moved = [k for k in own if not torch.equal(own[k], base[k])]
+    assert moved  # the run did train: there is a task vector to keep
+    for key in own:
+        torch.testing.assert_close(merged[key], own[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_a_merge_killed_mid_write_leaves_nothing_that_blocks_the_same_command(tmp_path: Path,
+                                                                              tuned_run: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    args = ["merge", str(tuned_run), str(tuned_run), "--method", "average", "--output", str(tmp_path / "m")]
+    killed = ("import os, sys, mtbio.model.persist as p\n"
+              "p.save_tensors = lambda *a, **k: os._exit(137)  # killed while the heads are written\n"
+              "from mtbio.cli import main\nmain(sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", killed, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 137, done.stderr
+    assert not (tmp_path / "m").exists()
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m" / "results.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_a_merge_onto_a_full_disk_says_nothing_was_written(tmp_path: Path, tuned_run: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import mtbio.model.persist as persist
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(persist, "save_tensors", full)
+    result = CliRunner().invoke(main, ["merge", str(tuned_run), str(tuned_run), "--method", "average", "--output",
+                                       str(tmp_path / "m")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (f"error: cannot write {tmp_path / 'm'}: the disk is full; the merged run was not "
+                                     "written and nothing partial is left")
+    assert list(tmp_path.iterdir()) == []

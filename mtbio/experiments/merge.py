@@ -6,6 +6,9 @@ run: one per task, its adapter merged into the base). The merge is PEFT's (`peft
 parameter by parameter: `ties` (trim to the largest `density` of each vector, elect the sign, average the agreeing
 entries; weights 1), `dare_linear` (drop entries at random, keep `density` of them rescaled, weighted sum; weights
 1/n). `average` is plain weight averaging of the fine-tuned encoders. The base + merged task vector is the encoder.
+Where the task vectors of a parameter are all equal (a run given twice), there is no interference for trimming,
+sign election or drops to resolve: the parameter is that vector, weighted as the method weighs agreeing entries.
+The merged run is assembled beside `output` and renamed into place whole (`staged_output`, as `export` does).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import staged_output
 from mtbio.experiments.training_run import write_task_defs
 from mtbio.model.adapters import merged_state_dict
 from mtbio.model.encoder import load_encoder, resolve_encoder_name
@@ -70,8 +74,11 @@ def merge_tensors(method: str, base: Any, tuned: list[Any], weights: Sequence[fl
     factors = torch.tensor(list(weights), dtype=base.dtype, device=base.device)
     if method == "average":
         return (torch.stack(tuned) * factors.view(-1, *[1] * base.ndim)).sum(0) / factors.sum()
+    vectors = [t - base for t in tuned]
+    if all(torch.equal(vectors[0], v) for v in vectors[1:]):  # one vector, however often given: nothing to resolve
+        return base + (factors.mean() if method == "ties" else factors.sum()) * vectors[0]
     merge = {"ties": merge_utils.ties, "dare_linear": merge_utils.dare_linear}[method]
-    return base + merge([t - base for t in tuned], factors, density)
+    return base + merge(vectors, factors, density)
 
 
 def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: float = 0.5,
@@ -91,7 +98,7 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
         raise MtbioError(f"--output {output}: not empty; choose a new directory for the merged run")
     source = base or base_encoder_source(run_dirs)
     encoder = load_encoder(source)
-    # a run given n times is n equal task vectors (merging a run with itself gives the run back)
+    # a run given n times is n equal task vectors (merge_tensors: merging a run with itself gives the run back)
     states, heads, tasks, tokenizer = fine_tuned_encoders(run_dirs)
     tuned = [(run, state) for run in run_dirs for state in states[run.resolve()]]
     if len(tuned) < 2:
@@ -113,11 +120,13 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
     merged = {name: merge_tensors(method, value, [state[name] for _, state in tuned], weights, density)
               if value.is_floating_point() else value for name, value in base_state.items()}
     encoder.load_state_dict(merged)
-    save_model(MultiTaskModel(encoder, heads), tokenizer, output)
-    write_task_defs(tasks, RunDir(output).tasks_dir)
-    RunDir(output).write_results({"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
-                           "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
-                           "weights": weights, "seed": seed, "dev": {}, "test": {}})
+    with staged_output(output, "mtbio merge", failed="the merged run was not written and nothing partial is left"
+                       ) as stage:
+        save_model(MultiTaskModel(encoder, heads), tokenizer, stage)
+        write_task_defs(tasks, RunDir(stage).tasks_dir)
+        RunDir(stage).write_results({"stage": "merge", "tasks": [t.name for t in tasks], "encoder_source": source,
+                                     "merged_from": [str(p) for p in run_dirs], "method": method, "density": density,
+                                     "weights": weights, "seed": seed, "dev": {}, "test": {}})
     return output
 
 
