@@ -113,3 +113,73 @@ def test_a_merge_onto_a_full_disk_says_nothing_was_written(tmp_path: Path, tuned
     assert result.output.strip() == (f"error: cannot write {tmp_path / 'm'}: the disk is full; the merged run was not "
                                      "written and nothing partial is left")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- G2, G7: a --select per-task run's cards and predictions say which weights --------------------------------
+# scripted dev scores by evaluation step: demo-nli peaks at step 2, demo-ner at step 4; their mean at step 4
+SCRIPT = {"demo-nli": [0.1, 0.6, 0.3, 0.2], "demo-ner": [0.1, 0.2, 0.3, 0.9]}
+QUICK = ["--task-defs", str(SAMPLES / "task_defs"), "--data-dir", str(SAMPLES), "--batch-size", "8",
+         "--max-length", "48", "--no-baselines"]
+PAIRS = "A man sleeps.\tA man is awake.\nThe patient is febrile.\tThe patient has a fever.\n"
+
+
+@pytest.fixture(scope="module")
+def per_task_run(tmp_path_factory: pytest.TempPathFactory, tiny_encoder: str) -> Path:
+    """A joint run of demo-nli and demo-ner with --select per-task whose dev scores are scripted."""
+    from mtbio.training.trainer import Trainer
+
+    def scripted(self: Trainer, split: str, tasks: object = None) -> dict[str, dict[str, float]]:
+        step = self.state.global_step
+        return {name: {data.task.metric: SCRIPT[name][step - 1]} for name, data in self.data.items()
+                if tasks is None or name in tasks}
+
+    out = tmp_path_factory.mktemp("per-task") / "joint"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "_score", scripted)
+        result = CliRunner().invoke(main, ["refine", "--tasks", "demo-nli,demo-ner", "--max-steps", "4",
+                                           "--eval-every", "1", "--lr", "1e-2", "--select", "per-task", "--encoder",
+                                           tiny_encoder, *QUICK, "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["best_step"] == 4 and saved["per_task_best"]["demo-nli"]["step"] == 2
+    return out
+
+
+def test_a_per_task_cards_says_the_step_and_selection_its_weights_came_from(tmp_path: Path,
+                                                                           per_task_run: Path) -> None:
+    result = CliRunner().invoke(main, ["export", str(per_task_run), "--task", "demo-nli", "--output",
+                                       str(tmp_path / "e")])
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "e" / "README.md").read_text()
+    assert ("jointly with demo-ner (one shared encoder); 4 optimizer steps; these weights are demo-nli's own best dev "
+            "evaluation, at step 2 (`--select per-task`: `best/demo-nli/`)") in card
+    assert "best dev at step 4" not in card and "| dev | accuracy | 0.6000 |" in card
+
+
+def test_a_finetune_from_a_per_task_run_names_every_task_it_was_refined_on(tmp_path: Path, per_task_run: Path,
+                                                                           ) -> None:
+    result = CliRunner().invoke(main, ["finetune", "--from", str(per_task_run), "--task", "demo-nli", "--max-steps",
+                                       "1", *QUICK, "--output", str(tmp_path / "ft")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["export", str(tmp_path / "ft" / "demo-nli"), "--task", "demo-nli", "--output",
+                                       str(tmp_path / "e")])
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "e" / "README.md").read_text()
+    assert "refined by mtbio on demo-nli, demo-ner, then fine-tuned on demo-nli" in card
+
+
+def test_a_per_task_runs_predictions_are_the_tasks_own_in_one_or_several(tmp_path: Path, per_task_run: Path) -> None:
+    (tmp_path / "in.txt").write_text(PAIRS)
+    outputs, logged = {}, {}
+    for flag, tasks in (("--task", "demo-nli"), ("--tasks", "demo-nli,demo-ner")):
+        out = tmp_path / f"{flag.strip('-')}.jsonl"
+        result = CliRunner().invoke(main, ["predict", str(per_task_run), flag, tasks, "--input",
+                                           str(tmp_path / "in.txt"), "--scores", "--output", str(out)])
+        assert result.exit_code == 0, result.output
+        outputs[flag], logged[flag] = [json.loads(line) for line in out.read_text().splitlines()], result.output
+    one = [(r["prediction"], r["scores"]) for r in outputs["--task"]]
+    several = [(r["prediction"]["demo-nli"], r["scores"]["demo-nli"]) for r in outputs["--tasks"]]
+    assert several == one
+    own = per_task_run / "best" / "demo-nli"
+    line = f"demo-nli: predicted with the weights in {own} (the task's own best dev evaluation, step 2, --select per-task)"
+    assert line in logged["--task"] and line in logged["--tasks"]
