@@ -183,3 +183,46 @@ def test_a_per_task_runs_predictions_are_the_tasks_own_in_one_or_several(tmp_pat
     own = per_task_run / "best" / "demo-nli"
     line = f"demo-nli: predicted with the weights in {own} (the task's own best dev evaluation, step 2, --select per-task)"
     assert line in logged["--task"] and line in logged["--tasks"]
+
+
+# ---- contributor findings 2 and 3: a shipped span-extraction task, its answers in a multi-task predict ---------
+def _page_commands(page: str, mentioning: str) -> list[list[str]]:
+    """The `mtbio` lines of a docs page's bash blocks that mention `mentioning`, as test_readme.py reads them."""
+    import shlex
+
+    from test_readme import REPO, readme_commands
+
+    lines = [line.replace(" mtbio/sample_data", f" {REPO / 'mtbio' / 'sample_data'}")
+             for line in readme_commands([page]) if mentioning in line and line.startswith("mtbio ")]
+    return [shlex.split(line)[1:] for line in lines]
+
+
+def test_the_shipped_span_extraction_task_runs_as_documented(tmp_path: Path, tiny_encoder: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    commands = _page_commands("docs/task_definitions.md", "demo-qa")
+    assert [words[0] for words in commands] == ["finetune", "predict"]
+    context = "He received warfarin 5 mg twice a day for atrial fibrillation."
+    (tmp_path / "questions.txt").write_text(f"Which drug was started?\t{context}\n")
+    for words in commands:
+        extra = ["--max-steps", "2", "--batch-size", "8", "--encoder", tiny_encoder] if words[0] == "finetune" else []
+        result = CliRunner().invoke(main, words + extra)
+        assert result.exit_code == 0, (words, result.output)
+    [record] = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    start, end = record["prediction"]
+    assert record["answer"] == context[start:end]
+
+
+def test_a_multi_task_predict_keeps_a_span_tasks_answer(tmp_path: Path, tiny_encoder: str) -> None:
+    result = CliRunner().invoke(main, ["refine", "--tasks", "demo-qa,demo-nli", "--max-steps", "2", "--encoder",
+                                       tiny_encoder, *QUICK, "--output", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    context = "He received warfarin 5 mg twice a day for atrial fibrillation."
+    (tmp_path / "in.txt").write_text(f"Which drug was started?\t{context}\n")
+    result = CliRunner().invoke(main, ["predict", str(tmp_path / "run"), "--tasks", "demo-qa,demo-nli", "--input",
+                                       str(tmp_path / "in.txt"), "--output", str(tmp_path / "p.jsonl")])
+    assert result.exit_code == 0, result.output
+    [record] = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    start, end = record["prediction"]["demo-qa"]
+    assert record["answer"] == {"demo-qa": context[start:end]}
+    assert record["prediction"]["demo-nli"] in ("entailment", "contradiction", "neutral")
