@@ -226,3 +226,33 @@ def test_a_multi_task_predict_keeps_a_span_tasks_answer(tmp_path: Path, tiny_enc
     start, end = record["prediction"]["demo-qa"]
     assert record["answer"] == {"demo-qa": context[start:end]}
     assert record["prediction"]["demo-nli"] in ("entailment", "contradiction", "neutral")
+
+
+# ---- G18: the docs' export example of a pair task, under the recipe that picks the bi form ---------------------
+def test_the_docs_pair_task_export_runs_when_auto_would_choose_the_bi_form(
+        tmp_path: Path, tiny_encoder: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mtbio.experiments.training_run as training_run
+
+    monkeypatch.setattr(training_run, "choose_pair_form", lambda task, scores: "bi")  # what MiniLM's auto picks
+    monkeypatch.chdir(tmp_path)
+    quick = ["--max-steps", "2", "--max-train-examples", "8", "--max-eval-examples", "16", "--max-length", "32",
+             "--batch-size", "4", "--encoder", tiny_encoder, "--no-baselines"]
+    commands = [[w.replace("../shared/data", str(data_dir)) for w in words]
+                for words in _page_commands("docs/commands.md", "runs/mqp")]
+    assert [words[0] for words in commands] == ["finetune", "export"]
+    for words in commands:
+        recipe = ["--pair-form", "auto"] if words[0] == "finetune" and "--pair-form" not in words else []
+        result = CliRunner().invoke(main, words + (quick + recipe if words[0] == "finetune" else []))
+        assert result.exit_code == 0, (words, result.output)
+    assert (tmp_path / "exported" / "mqp" / "config.json").is_file()
+    # the form auto chose is refused in one line that says how to get an exportable run
+    finetune = [w for w in commands[0] if w not in ("--pair-form", "cross")]
+    result = CliRunner().invoke(main, [*finetune[:-1], str(tmp_path / "bi"), *quick, "--pair-form", "auto"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["export", str(tmp_path / "bi" / "mqp"), "--task", "mqp", "--output",
+                                       str(tmp_path / "e")])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: task 'mqp' was trained in the bi pair form (cosine_classification, by "
+                                    "auto: ")
+    assert result.output.strip().endswith("whose head no transformers class carries; train it with --pair-form cross "
+                                          "to export it, or serve this run with mtbio predict or mtbio.load")
