@@ -8,7 +8,6 @@ import torch
 from pydantic import Field
 
 from mtbio.errors import MtbioError
-
 from mtbio.training.optimizers import OptimizerOptions, register_optimizer
 from mtbio.training.stabilize import AdamWNoBiasCorrection
 
