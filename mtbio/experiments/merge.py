@@ -9,6 +9,9 @@ entries; weights 1), `dare_linear` (drop entries at random, keep `density` of th
 
 `--with-start α` (`interpolate_run`) moves one run's encoder back toward the encoder it started from instead, keeping
 its heads: θ = (1 − α)·θ_start + α·θ_run (WiSE-FT, Wortsman et al. 2022; LM-Cocktail does the same for embedders).
+Where the task vectors of a parameter are all equal (a run given twice), there is no interference for trimming,
+sign election or drops to resolve: the parameter is that vector, weighted as the method weighs agreeing entries.
+The merged run is assembled beside `output` and renamed into place whole (`staged_output`, as `export` does).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.fileio import staged_output
 from mtbio.experiments.training_run import write_task_defs
 from mtbio.model.adapters import merged_state_dict
 from mtbio.model.encoder import load_encoder, resolve_encoder_name
@@ -73,8 +77,11 @@ def merge_tensors(method: str, base: Any, tuned: list[Any], weights: Sequence[fl
     factors = torch.tensor(list(weights), dtype=base.dtype, device=base.device)
     if method == "average":
         return (torch.stack(tuned) * factors.view(-1, *[1] * base.ndim)).sum(0) / factors.sum()
+    vectors = [t - base for t in tuned]
+    if all(torch.equal(vectors[0], v) for v in vectors[1:]):  # one vector, however often given: nothing to resolve
+        return base + (factors.mean() if method == "ties" else factors.sum()) * vectors[0]
     merge = {"ties": merge_utils.ties, "dare_linear": merge_utils.dare_linear}[method]
-    return base + merge([t - base for t in tuned], factors, density)
+    return base + merge(vectors, factors, density)
 
 
 def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: float = 0.5,
@@ -93,7 +100,7 @@ def merge_runs(run_dirs: Sequence[Path], method: str, output: Path, density: flo
     _refuse_filled(output)
     source = base or base_encoder_source(run_dirs)
     encoder = load_encoder(source)
-    # a run given n times is n equal task vectors (merging a run with itself gives the run back)
+    # a run given n times is n equal task vectors (merge_tensors: merging a run with itself gives the run back)
     states, heads, tasks, tokenizer = fine_tuned_encoders(run_dirs)
     tuned = [(run, state) for run in run_dirs for state in states[run.resolve()]]
     if len(tuned) < 2:
@@ -160,10 +167,14 @@ def _check_fits(run: Path, state: dict[str, Any], base_state: dict[str, Any], so
 
 def _write_merged(encoder: Any, heads: dict[str, Any], tasks: list[Any], tokenizer: Any, output: Path,
                   record: dict[str, Any]) -> None:
-    """The merged encoder with the heads, the tasks' definitions and results.json (`record` + stage, tasks)."""
-    save_model(MultiTaskModel(encoder, heads), tokenizer, output)
-    write_task_defs(tasks, RunDir(output).tasks_dir)
-    RunDir(output).write_results({"stage": "merge", "tasks": [t.name for t in tasks], **record, "dev": {}, "test": {}})
+    """The merged encoder with the heads, the tasks' definitions and results.json (`record` + stage, tasks),
+    assembled beside `output` and renamed into place whole."""
+    with staged_output(output, "mtbio merge", failed="the merged run was not written and nothing partial is left"
+                       ) as stage:
+        save_model(MultiTaskModel(encoder, heads), tokenizer, stage)
+        write_task_defs(tasks, RunDir(stage).tasks_dir)
+        RunDir(stage).write_results({"stage": "merge", "tasks": [t.name for t in tasks], **record, "dev": {},
+                                     "test": {}})
 
 
 def score_merged(run_dir: Path, splits: Sequence[str], data_dir: Path | None) -> dict[str, Any]:

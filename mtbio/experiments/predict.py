@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,6 +20,8 @@ from mtbio.model.persist import load_model
 from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
 from mtbio.run_dir import RunDir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -128,23 +131,47 @@ def read_inputs(path: Path) -> list[str]:
 def predict_file(run_dir: Path, tasks: str | Sequence[str], input_path: Path, output_path: Path | None,
                  scores: bool = False, precision: str = "auto") -> Path:
     """Write one JSON line per input line: {"input", "prediction"} (+ "scores" with `scores`); tagging
-    tasks add "words" and "entities" (text, type, character start/end, score). Several `tasks`: one line per
-    input with each of these keys holding {task: value}, the tasks that tokenize alike sharing an encoder pass."""
+    tasks add "words" and "entities" (text, type, character start/end, score), and each kind its own postprocess keys
+    (span extraction's "answer"). Several `tasks`: one line per input with each of these keys holding {task: value},
+    the tasks that tokenize alike sharing an encoder pass. Each task is predicted with its own weights (a
+    `--select per-task` run: its `best/<task>/`), and a log line names them."""
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     inputs = read_inputs(input_path)
     output_path = output_path or Path(run_dir) / "predictions" / f"{'+'.join(names)}-{Path(input_path).stem}.jsonl"
     ensure_writable(output_path)  # before the model runs, not after
-    run = load_run(RunDir(run_dir).model_dir_for(names[0]) if len(names) == 1 else run_dir, precision)
-    predicted = run.predict(names, inputs, scores=True)
+    # each task with its own weights (a --select per-task run: best/<task>/), one pass per set of weights
+    weights = {task: RunDir(run_dir).model_dir_for(task) for task in names}
+    runs: dict[str, LoadedRun] = {}
+    found: dict[str, list[Any]] = {}
+    for source in dict.fromkeys(weights.values()):
+        group = [task for task in names if weights[task] == source]
+        run = load_run(source, precision)
+        for task in group:
+            log.info("%s: predicted with the weights in %s (%s)", task, source, _selection(source))
+        rows = run.predict(group, inputs, scores=True)
+        for task in group:
+            runs[task], found[task] = run, [row[task] for row in rows]
     with open_for_write(output_path) as handle:
-        for text, by_task in zip(inputs, predicted):
-            records = {task: _record(run, task, text, *by_task[task], scores) for task in names}
+        for i, text in enumerate(inputs):
+            records = {task: _record(runs[task], task, text, *found[task][i], scores) for task in names}
+            keys = dict.fromkeys(key for r in records.values() for key in r if key != "input")  # a kind's own too
             record = records[names[0]] if isinstance(tasks, str) else \
-                {"input": text, **{key: {t: r[key] for t, r in records.items() if key in r}
-                                   for key in ("prediction", "scores", "words", "entities")
-                                   if any(key in r for r in records.values())}}
+                {"input": text, **{key: {t: r[key] for t, r in records.items() if key in r} for key in keys}}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return output_path
+
+
+def _selection(weights: Path) -> str:
+    """Which evaluation chose the weights in `weights`, from its results.json."""
+    try:
+        results = RunDir(weights).results()
+    except MtbioError:
+        return "no results.json"
+    if results.get("stage") == "merge":
+        return "merged, no training of its own"
+    step = results.get("best_step", "?")
+    return (f"the task's own best dev evaluation, step {step}, --select per-task"
+            if results.get("selected") == "per-task" else f"the run's best dev evaluation, step {step}")
 
 
 def _record(run: LoadedRun, task: str, text: str, prediction: Any, probabilities: Any, scores: bool) -> dict[str, Any]:

@@ -314,9 +314,10 @@ def _load_saved(trainer: Trainer, source: Path, names: list[str]) -> None:
 
 
 def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef], config: RunConfig, run_dir: Path,
-                   stage: str, encoder_source: str | None) -> None:
+                   stage: str, encoder_source: str | None, trivial: dict[str, float]) -> None:
     """Make each `best/<task>/` a one-task run directory (its task, config and results: the task's own best dev
-    evaluation, and with --eval-test its test scored once with those weights)."""
+    evaluation, the run's length, the task's trivial score and whether these weights learned it, and with
+    --eval-test its test scored once with those weights)."""
     for task in tasks:
         found = per_task.best.get(task.name)
         if found is None:
@@ -330,8 +331,11 @@ def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef]
             save_config(config.model_copy(update={"tasks": [task.name]}), RunDir(own).config_file)
             RunDir(own).write_results({"stage": stage, "tasks": [task.name], "encoder_source": encoder_source,
                                        "selected": "per-task", "joint_run": str(run_dir), "best_step": found["step"],
-                                       "dev": {task.name: found["dev"]},
-                                       "test": test})
+                                       "steps": trainer.state.global_step, "dev": {task.name: found["dev"]},
+                                       "test": test, "trivial": {task.name: trivial[task.name]},
+                                       "not_learned": [task.name] if near_trivial(found["dev"][task.metric],
+                                                                                  trivial[task.name], task.metric)
+                                       else []})
 
 
 def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_source: Path | None) -> tuple[str, ...]:
@@ -444,7 +448,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         _load_saved(trainer, run_dir, [t.name for t in tasks])
         test = trainer.evaluate("test")
     if per_task is not None:  # after the joint weights' own test: this loads each task's weights in turn
-        _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source)
+        _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source, trivial)
     results = {
         "stage": stage,
         "tasks": [t.name for t in tasks],

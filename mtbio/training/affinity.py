@@ -29,7 +29,6 @@ from mtbio.data.collate import to_device
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_json
 from mtbio.training.events import Flow, Listener
-from mtbio.training.stabilize import AdamWNoBiasCorrection
 
 if TYPE_CHECKING:
     from mtbio.training.trainer import Trainer
@@ -190,22 +189,15 @@ def lookahead_weights(optimizer: torch.optim.Optimizer, shared: dict[str, torch.
 
 def step_from(optimizer: torch.optim.Optimizer, group: dict[str, Any], grad: torch.Tensor,
               state: dict[str, Any]) -> torch.Tensor:
-    """The part of the optimizer's next update of one parameter that comes from `grad`: Adam's step
-    is lr·m̂/(√v̂ + ε) with m = β1·m + (1 − β1)·grad, so `grad` adds lr·(1 − β1)/(1 − β1^k)·grad/(√v̂ + ε)
-    (v̂ updated with `grad`; Adamax: its infinity norm). The momentum and weight decay parts are left
-    out: every source task would share them, and they would hide the differences between tasks."""
-    lr, eps = float(group["lr"]), float(group["eps"])
-    beta1, beta2 = group["betas"]
-    step = float(state["step"]) + 1 if "step" in state else 1.0
-    if isinstance(optimizer, torch.optim.Adamax):
-        scale = torch.maximum(state.get("exp_inf", torch.zeros_like(grad)) * beta2, grad.abs() + eps)
-        return lr * (1 - beta1) / (1 - beta1 ** step) * grad / scale
-    if isinstance(optimizer, (torch.optim.Adam, AdamWNoBiasCorrection)):
-        if group.get("amsgrad"):
-            raise MtbioError("affinity: amsgrad is not supported")
-        second = state.get("exp_avg_sq", torch.zeros_like(grad)) * beta2 + (1 - beta2) * grad * grad
-        if isinstance(optimizer, AdamWNoBiasCorrection):
-            return lr * (1 - beta1) * grad / (second.sqrt() + eps)
-        share = (1 - beta1) / (1 - beta1 ** step)
-        return lr * share * grad / ((second / (1 - beta2 ** step)).sqrt() + eps)
-    raise MtbioError(f"affinity: no lookahead for optimizer {type(optimizer).__name__} (adamw and adamax are supported)")
+    """The part of the optimizer's next update of one parameter that comes from `grad`, as the optimizer's own
+    registration computes it (`register_optimizer(..., lookahead=...)`; Adam's: lr·(1 − β1)/(1 − β1^k)·grad/(√v̂ + ε)).
+    The momentum and weight decay parts are left out: every source task would share them, and they would hide
+    the differences between tasks."""
+    from mtbio.training.optimizers import LOOKAHEAD_ATTR, OPTIMIZERS
+
+    lookahead = getattr(optimizer, LOOKAHEAD_ATTR, None)
+    if lookahead is None:
+        having = [name for name in OPTIMIZERS.names() if getattr(OPTIMIZERS.get(name), "lookahead", None)]
+        raise MtbioError(f"affinity: no lookahead for optimizer {type(optimizer).__name__} (its registration gives "
+                         f"none; {', '.join(having)} have one)")
+    return lookahead(optimizer, group, grad, state)

@@ -53,11 +53,15 @@ def weighting_group(groups: list[dict], weighting: nn.Module, lr: float | None) 
 
 def build_optimizer(groups: Iterable[dict], name: str, lr: float,
                     options: Mapping[str, Any] | None = None) -> torch.optim.Optimizer:
-    """The optimizer registered as `name` (`mtbio.training.optimizers`) with its `options`."""
-    from mtbio.training.optimizers import OPTIMIZERS, optimizer_options
+    """The optimizer registered as `name` (`mtbio.training.optimizers`) with its `options`, carrying its
+    registration's lookahead (`LOOKAHEAD_ATTR`)."""
+    from mtbio.training.optimizers import LOOKAHEAD_ATTR, OPTIMIZERS, optimizer_options
 
     values = optimizer_options(name, options or {}).model_dump()
-    return OPTIMIZERS.get(name)(list(groups), lr, **values)
+    factory = OPTIMIZERS.get(name)
+    optimizer = factory(list(groups), lr, **values)
+    setattr(optimizer, LOOKAHEAD_ATTR, getattr(factory, "lookahead", None))
+    return optimizer
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float,

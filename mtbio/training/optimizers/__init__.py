@@ -6,7 +6,9 @@ imported, so a new optimizer is one file that registers itself):
 
 A factory takes the parameter groups (each with its `weight_decay`, `mtbio.training.optim.parameter_groups`), the
 peak learning rate and its own options (the fields of the options model it registers with), and returns a
-`torch.optim.Optimizer`; the schedule (`build_scheduler`) drives its `lr`. A run sets the options with a mapping,
+`torch.optim.Optimizer`; the schedule (`build_scheduler`) drives its `lr`. It may register a `lookahead` too: the
+part of its next update of one parameter that a gradient contributes, which the affinity probe measures with
+(`Lookahead`; an optimizer without one refuses `mtbio affinity`'s lookahead). A run sets the options with a mapping,
 `optimizer: {name: adamw, betas: [0.9, 0.98], eps: 1.0e-6}` in a `--config` file or a recipe.
 """
 from __future__ import annotations
@@ -19,6 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from mtbio.registry import Registry, import_modules, validate_options
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
+# lookahead(optimizer, group, grad, state) -> the update `grad` adds to one parameter (state is only read)
+Lookahead = Callable[[torch.optim.Optimizer, dict[str, Any], torch.Tensor, dict[str, Any]], torch.Tensor]
+LOOKAHEAD_ATTR = "mtbio_lookahead"  # set on each optimizer `build_optimizer` makes: its registration's lookahead
 OPTIMIZERS: Registry[OptimizerFactory] = Registry("optimizer")
 
 
@@ -28,12 +33,14 @@ class OptimizerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def register_optimizer(name: str, *, options: type[OptimizerOptions] = OptimizerOptions
-                       ) -> Callable[[OptimizerFactory], OptimizerFactory]:
-    """Register `factory(groups, lr, **options) -> Optimizer` as `--optimizer NAME`, with its options model."""
+def register_optimizer(name: str, *, options: type[OptimizerOptions] = OptimizerOptions,
+                       lookahead: Lookahead | None = None) -> Callable[[OptimizerFactory], OptimizerFactory]:
+    """Register `factory(groups, lr, **options) -> Optimizer` as `--optimizer NAME`, with its options model and its
+    `lookahead` (None: the affinity probe cannot measure with it)."""
 
     def decorator(factory: OptimizerFactory) -> OptimizerFactory:
         factory.options_model = options  # type: ignore[attr-defined]
+        factory.lookahead = lookahead  # type: ignore[attr-defined]
         return OPTIMIZERS.register(name)(factory)
 
     return decorator
@@ -47,4 +54,5 @@ def optimizer_options(name: str, values: Mapping[str, Any]) -> OptimizerOptions:
 
 import_modules(__name__, __path__)
 
-__all__ = ["OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options", "register_optimizer"]
+__all__ = ["LOOKAHEAD_ATTR", "Lookahead", "OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options",
+           "register_optimizer"]
