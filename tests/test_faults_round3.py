@@ -57,3 +57,44 @@ def test_g1_resume_refuses_an_edited_training_file(tmp_path: Path, tiny_encoder:
     train.write_text(original)  # the same contents again (a new modification time): resumes as before
     _ok(*args, "--resume")
     assert (run / "results.json").is_file()
+
+
+# ---- G10: an optimizer's option values are checked before anything is read or built ---------------------------------
+
+def test_g10_an_out_of_range_beta_is_one_line_before_any_data_is_read(tmp_path: Path) -> None:
+    line = _one_error_line(_cli("finetune", "--task", "demo-relation", *DATA, "--optimizer",
+                                "{name: adamw, betas: [1.5, 0.9]}", "--output", tmp_path / "run"))
+    assert "'optimizer'" in line and "betas.0" in line and "less than 1" in line
+    assert not (tmp_path / "run").exists()
+
+
+# ---- G15: an option that applies to none of a run's tasks is warned about and not recorded as applied ---------------
+
+@pytest.mark.parametrize("task, flag, value, key, recorded", [
+    ("demo-ner", "--pair-form", "bi", "pair_form", "task"),  # tagging: not a pair
+    ("demo-hoc", "--pair-form", "bi", "pair_form", "task"),  # one text
+    ("demo-ner", "--pooling", "mean", "pooling", "task"),  # a tagging head reads every token
+    ("demo-relation", "--select", "per-task", "select_by", "mean"),  # one task
+])
+def test_g15_an_option_that_does_not_apply_is_warned_and_not_recorded(task: str, flag: str, value: str, key: str,
+                                                                      recorded: str, tmp_path: Path,
+                                                                      tiny_encoder: str) -> None:
+    import yaml
+
+    args = ["finetune", "--task", task, *DATA, "--encoder", tiny_encoder, "--max-steps", "1", "--no-baselines",
+            "--output", tmp_path / "run", flag, value]
+    result = _ok(*args)
+    assert f"{flag} {value} does nothing here" in result.output and f"this run trains {task}" in result.output
+    config = yaml.safe_load((tmp_path / "run" / task / "config.yaml").read_text())
+    assert config[key] == recorded
+    (tmp_path / "run" / task / "results.json").unlink()  # as if killed: the same command resumes
+    _ok(*args, "--resume")
+
+
+# ---- G16: ModernBERT with --pooling pooler: the flag is named, not the task definition -------------------------------
+
+def test_g16_pooling_pooler_on_an_encoder_without_a_pooler_blames_the_flag(tmp_path: Path, tiny_modernbert: str) -> None:
+    line = _one_error_line(_cli("finetune", "--task", "demo-relation", *DATA, "--encoder", tiny_modernbert,
+                                "--max-steps", "1", "--pooling", "pooler", "--output", tmp_path / "run"))
+    assert "--pooling pooler: this encoder (ModernBertModel) has no pooler; pass --pooling cls or mean" in line
+    assert "sets pooling" not in line

@@ -186,6 +186,38 @@ def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, head
     return task if pooling == task.pooling else task.kind.with_pooling(task, pooling)
 
 
+# run options that do something only for some tasks: what each applies to, and whether it applies to a run's tasks
+TASK_OPTIONS: dict[str, tuple[str, Any]] = {
+    "pair_form": ("classifications of two texts", lambda tasks: any(pair_form(t) is not None for t in tasks)),
+    "pooling": ("heads that read one pooled position (not tagging, span or bi-encoder heads)",
+                lambda tasks: any(t.kind.pools for t in tasks)),
+    "select_by": ("joint runs of two or more tasks", lambda tasks: len(tasks) > 1),
+}
+
+
+def without_inapplicable(config: RunConfig, tasks: Sequence[TaskDef]) -> RunConfig:
+    """`config` with each option in TASK_OPTIONS that applies to none of `tasks` put back to the value the run has
+    without it (its recipe's, else the option's default), with a warning naming it: config.yaml then records what
+    the run applied, and a --resume given the same flag compares equal."""
+    from mtbio.training.recipes import recipe_values
+
+    try:
+        recipe = {key.replace("-", "_"): value for key, value in recipe_values(config.recipe).items()}
+    except MtbioError:
+        recipe = {}
+    names = ", ".join(f"{t.name} ({t.type})" for t in tasks)
+    reset = {}
+    for name, (what, applies) in TASK_OPTIONS.items():
+        inert = recipe.get(name, RunConfig.model_fields[name].default)
+        if getattr(config, name) == inert or applies(tasks):
+            continue
+        flag = RunConfig.model_fields[name].json_schema_extra.get("flag") or "--" + name.replace("_", "-")  # type: ignore[union-attr]
+        log.warning("%s %s does nothing here: it applies to %s, and this run trains %s; ignored (config.yaml records "
+                    "%s)", flag, getattr(config, name), what, names, inert)
+        reset[name] = inert
+    return config.model_copy(update=reset) if reset else config
+
+
 def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, tokenizer: Any, data_dir: Path | None,
                        heads_source: Path | None, encoder_source: str | None
                        ) -> tuple[list[TaskDef], dict[str, dict[str, Any]]]:
@@ -410,6 +442,10 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
+    if config.pooling == "pooler" and getattr(encoder, "pooler", None) is None and any(t.kind.pools for t in tasks):
+        raise MtbioError(f"--pooling pooler: this encoder ({type(encoder).__name__}) has no pooler; pass --pooling "
+                         "cls or mean")
+    config = without_inapplicable(config, tasks)
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data_files = data_record(tasks, splits, data_dir)
     check_resume(run_dir, config, tasks, data_files)

@@ -11,15 +11,17 @@ peak learning rate and its own options (the fields of the options model it regis
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Mapping
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.registry import Registry, import_modules, validate_options
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerFactory] = Registry("optimizer")
+# a moment's decay rate, for the options model of any Adam-like optimizer: checked when the run's options are read
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class OptimizerOptions(BaseModel):
@@ -47,4 +49,4 @@ def optimizer_options(name: str, values: Mapping[str, Any]) -> OptimizerOptions:
 
 import_modules(__name__, __path__)
 
-__all__ = ["OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options", "register_optimizer"]
+__all__ = ["Beta", "OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options", "register_optimizer"]
