@@ -98,3 +98,43 @@ def test_g16_pooling_pooler_on_an_encoder_without_a_pooler_blames_the_flag(tmp_p
                                 "--max-steps", "1", "--pooling", "pooler", "--output", tmp_path / "run"))
     assert "--pooling pooler: this encoder (ModernBertModel) has no pooler; pass --pooling cls or mean" in line
     assert "sets pooling" not in line
+
+
+# ---- G4: an I- tag that continues no entity is reported with its file and line -------------------------------------
+
+def test_g4_tasks_check_reports_an_i_tag_after_o_with_its_file_and_line(tmp_path: Path) -> None:
+    shutil.copytree(SAMPLE_DIR / "ner", tmp_path / "ner")
+    train = tmp_path / "ner" / "train.tsv"
+    lines = train.read_text().splitlines(keepends=True)
+    assert lines[3:5] == ["were\tO\n", "compared\tO\n"] and lines[9:11] == ["psychosis\tB-Disease\n", ".\tO\n"]
+    lines[4] = "compared\tI-Chemical\n"  # after O
+    lines[10] = ".\tI-Chemical\n"  # after another type's B-
+    train.write_text("".join(lines))
+    result = CliRunner().invoke(main, ["tasks", "check", str(SAMPLE_DIR / "task_defs" / "demo-ner.yml"),
+                                       "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: task 'demo-ner' train: I-Chemical after O, read as the start of an entity: 1 time, first in {train}:1",
+        f"warning: task 'demo-ner' train: I-Chemical after B-Disease, read as the start of an entity: 1 time, first in "
+        f"{train}:1"]
+    assert result.output.splitlines()[-1].startswith("ok: demo-ner")
+    clean = CliRunner().invoke(main, ["tasks", "check", str(SAMPLE_DIR / "task_defs" / "demo-ner.yml"),
+                                      "--data-dir", str(SAMPLE_DIR)])
+    assert clean.exit_code == 0 and "warning" not in clean.output
+
+
+# ---- G17: a label that never occurs in the training split ----------------------------------------------------------
+
+def test_g17_a_label_absent_from_the_training_split_is_warned_about(tmp_path: Path, tiny_encoder: str) -> None:
+    shutil.copytree(SAMPLE_DIR / "relation", tmp_path / "relation")
+    train = tmp_path / "relation" / "train.tsv"
+    kept = [line for line in train.read_text().splitlines(keepends=True) if not line.endswith("\tDDI-advise\n")]
+    train.write_text("".join(kept))
+    result = _ok("finetune", "--task", "demo-relation", *DATA, "--data-dir", tmp_path, "--max-train-examples", "1000",
+                 "--encoder", tiny_encoder, "--max-steps", "1", "--no-baselines", "--output", tmp_path / "run")
+    assert (f"task 'demo-relation' train: label 'DDI-advise' occurs in none of its {len(kept)} training examples; "
+            "the head cannot learn to predict it") in result.output
+    check = CliRunner().invoke(main, ["tasks", "check", str(SAMPLE_DIR / "task_defs" / "demo-relation.yml"),
+                                      "--data-dir", str(tmp_path)])
+    assert check.exit_code == 0 and "label 'DDI-advise' occurs in none" in check.output

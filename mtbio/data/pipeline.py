@@ -18,7 +18,7 @@ from mtbio.data.featurize import (effective_max_length, examples_fingerprint, fe
                                   featurize_stats)
 from mtbio.data.split_cache import file_fingerprint
 from mtbio.errors import DataFormatError
-from mtbio.data.loading import read_split
+from mtbio.data.loading import read_split, split_warnings
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
 from mtbio.tasks.loading import is_dataset_split, require_data, split_paths
@@ -85,6 +85,8 @@ def load_task_split(
 ) -> SplitData:
     """Read and featurize one split; features are cached on disk keyed by data, task and tokenizer."""
     examples = read_split(task, split, data_dir, max_examples=max_examples)
+    for line in split_warnings(task, split, examples):
+        log.warning("%s", line)
     paths = split_paths(task, split, data_dir)
     files = [p for p in paths if not is_dataset_split(p)]
     fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)

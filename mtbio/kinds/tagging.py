@@ -90,9 +90,33 @@ class Tagging(TaskKind):
             raise ValueError("a tagging example needs one tag per token")
         return tags
 
+    def label_notes(self, task: TaskDef, label: Any) -> list[str]:
+        """Each I- (or IOBES E-) tag that does not continue an entity of its type: decoding and the metric read it as
+        the start of one, which a file with a broken B- does not mean."""
+        if task.tagging_scheme not in ("IOB2", "IOBES"):
+            return []
+        notes, previous = [], "O"
+        for tag in label:
+            prefix, _, kind = tag.partition("-")
+            before, _, before_kind = previous.partition("-")
+            if prefix in ("I", "E") and (before not in ("B", "I") or before_kind != kind):
+                notes.append(f"{tag} after {previous}, read as the start of an entity")
+            previous = tag
+        return notes
+
+    def missing_labels(self, task: TaskDef, labels: Sequence[Any]) -> list[str]:
+        """The tags of each entity type that no tag of `labels` has."""
+        used = {_entity_type(tag) for label in labels for tag in label if tag != "O"}
+        return [tag for tag in task.label_list if tag != "O" and _entity_type(tag) not in used]
+
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [["O"] * len(ex.tokens or []) for ex in scored]
 
     def postprocess(self, text: Any, prediction: Any, probabilities: Any) -> dict[str, Any]:
         """The words of raw `text` and its entities (`entity_spans`, from the same forward pass)."""
         return {"words": [w for w, _, _ in split_words(text)], "entities": entity_spans(text, prediction, probabilities)}
+
+
+def _entity_type(tag: str) -> str:
+    """The entity type of a tag (`B-Chemical` → Chemical; a tag without a prefix is its own type)."""
+    return tag.split("-", 1)[1] if has_tag_prefix(tag) else tag

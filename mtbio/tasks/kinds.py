@@ -86,6 +86,16 @@ class TaskKind:
         maps one raw label through the task's `label_map` and checks it against its vocabulary."""
         raise NotImplementedError
 
+    def label_notes(self, task: Any, label: Any) -> list[str]:
+        """What is odd but accepted in one checked label, a short phrase each (tagging: an I- tag that continues no
+        entity); a split's are counted and reported with the first example's place (`mtbio.data.loading`)."""
+        return []
+
+    def missing_labels(self, task: Any, labels: Sequence[Any]) -> list[str]:
+        """The labels of the task's vocabulary that none of `labels` (a split's checked labels) holds; [] for a kind
+        without a vocabulary of classes."""
+        return []
+
     def typed_items(self, task: Any, labels: Sequence[Any]) -> set[tuple] | None:
         """The items a per-type table counts, each (example, type, ...) (`mtbio.evaluation.breakdown`); None: the
         kind has no per-type table."""
