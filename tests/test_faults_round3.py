@@ -138,3 +138,53 @@ def test_g17_a_label_absent_from_the_training_split_is_warned_about(tmp_path: Pa
     check = CliRunner().invoke(main, ["tasks", "check", str(SAMPLE_DIR / "task_defs" / "demo-relation.yml"),
                                       "--data-dir", str(tmp_path)])
     assert check.exit_code == 0 and "label 'DDI-advise' occurs in none" in check.output
+
+
+# ---- G3 (+ G11's count): labels removed by truncation are counted per task and warned about as lost ----------------
+
+SPAN_QA = Path(__file__).parent / "fixtures" / "span_qa"
+
+
+def test_g3_answers_cut_off_by_truncation_are_warned_as_lost_labels(tmp_path: Path, tiny_encoder: str) -> None:
+    import json
+
+    result = _ok("finetune", "--task", "clinical-qa", "--task-defs", SPAN_QA, "--data-dir", SPAN_QA,
+                 "--encoder", tiny_encoder, "--max-length", "16", "--max-steps", "1", "--batch-size", "8",
+                 "--no-baselines", "--output", tmp_path / "run")
+    results = json.loads((tmp_path / "run" / "clinical-qa" / "results.json").read_text())
+    lost = results["labels_lost"]["clinical-qa"]
+    assert 0 < lost["train"] <= results["truncated"]["clinical-qa"]["train"] <= 150
+    assert (f"task 'clinical-qa' train: cut at max_length 16: {results['truncated']['clinical-qa']['train']} of 150 "
+            f"examples truncated; {lost['train']} answers fell past the cut and became 'no answer' targets; raise "
+            "--max-length, up to the encoder's limit") in result.output
+    kept = _ok("finetune", "--task", "clinical-qa", "--task-defs", SPAN_QA, "--data-dir", SPAN_QA,
+               "--encoder", tiny_encoder, "--max-steps", "1", "--batch-size", "8", "--no-baselines",
+               "--output", tmp_path / "whole")  # the definition's 96 tokens hold every answer
+    assert "fell past the cut" not in kept.output
+    assert "labels_lost" in results and json.loads(
+        (tmp_path / "whole" / "clinical-qa" / "results.json").read_text())["labels_lost"] == {}
+
+
+def test_g3_entities_cut_off_by_truncation_are_warned_as_lost_labels(tmp_path: Path, tiny_encoder: str) -> None:
+    result = _ok("finetune", "--task", "demo-ner", *DATA, "--max-length", "8", "--encoder", tiny_encoder,
+                 "--max-steps", "1", "--no-baselines", "--output", tmp_path / "run")
+    [line] = [x for x in result.output.splitlines() if "entities lost words to the cut" in x and "'demo-ner' train:" in x]
+    assert "raise --max-length or read long texts in windows (sliding_window)" in line
+
+
+# ---- G11, G14: a --max-length a task's windows cannot take is one line, before anything is built -------------------
+
+@pytest.mark.parametrize("length", ["48", "8"])
+def test_g11_g14_a_max_length_below_twice_the_stride_is_refused(length: str, tmp_path: Path,
+                                                               tiny_encoder: str) -> None:
+    definition = (SAMPLE_DIR / "task_defs" / "demo-ner.yml").read_text().replace("name: demo-ner", "name: ner-windows")
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "ner-windows.yml").write_text(definition + "sliding_window: {stride: 24}\n")
+    args = ["finetune", "--task", "ner-windows", "--task-defs", tmp_path / "defs", "--data-dir", SAMPLE_DIR,
+            "--encoder", tiny_encoder, "--max-steps", "1", "--no-baselines", "--output", tmp_path / "run"]
+    line = _one_error_line(_cli(*args, "--max-length", length))
+    assert line == (f"error: --max-length {length}: task 'ner-windows' reads windows that repeat sliding_window.stride "
+                    "24 tokens, half a window or more at that length; give a max_length of at least 50, or a smaller "
+                    "stride")
+    assert not (tmp_path / "run" / "ner-windows" / "config.yaml").exists()
+    _ok(*args, "--max-length", "50")

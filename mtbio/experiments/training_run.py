@@ -457,6 +457,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                          f"{limit} tokens (its position embeddings); give at most {limit}")
     # inputs longer than the encoder's positions are truncated (and counted), never a crash
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), limit)
+    for task in tasks:  # a length a task's windows cannot take is refused before anything is built
+        effective_max_length(task, tokenizer, config.max_length)
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
     heads = build_heads(tasks, encoder.config, heads_source)
@@ -549,6 +551,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "max_eval_examples": config.max_eval_examples,  # set: dev/test scores are of a fixed subset
         "eval_examples": {name: {s: len(d) for s, d in td.splits.items() if s != "train"} for name, td in data.items()},
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
+        "labels_lost": {name: {s: d.labels_lost for s, d in td.splits.items()}  # removed by the cut (answers, entities)
+                        for name, td in data.items() if any(d.labels_lost for d in td.splits.values())},
         "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
         "train_examples": state.examples_seen,
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import word_columns, word_features
+from mtbio.data.featurize import LABELS_LOST, word_columns, word_features
 from mtbio.evaluation.breakdown import entities
 from mtbio.model.probes import TagProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
@@ -57,6 +57,7 @@ class Tagging(TaskKind):
     probe = TagProbe()
     pools = False
     default_metric = "entity_f1"
+    lost_labels = "entities lost words to the cut (not learned whole; decoding tags those words O)"
     export = ExportSpec("AutoModelForTokenClassification", "token-classification")
 
     def check(self, task: TaskDef) -> list[str]:
@@ -69,10 +70,20 @@ class Tagging(TaskKind):
         return labels
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
-        return word_features()
+        from datasets import Value
+
+        return {**word_features(), LABELS_LOST: Value("int32")}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-        return word_columns(chunk, task, tokenizer, max_length)
+        """`word_columns`, and per example the entities that lost a word to the cut (`LABELS_LOST`)."""
+        columns = word_columns(chunk, task, tokenizer, max_length)
+        columns[LABELS_LOST] = []
+        for ex, index in zip(chunk, columns["word_index"]):
+            kept = {word for word in index if word >= 0}
+            spans = tag_spans(ex.label) if isinstance(ex.label, list) else []
+            columns[LABELS_LOST].append(sum(1 for _, first, last in spans
+                                            if any(w not in kept for w in range(first, last + 1))))
+        return columns
 
     def head(self, config: HeadConfig) -> TaggingHead:
         from mtbio.kinds.heads.tagging import TaggingHead

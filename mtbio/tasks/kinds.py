@@ -53,6 +53,8 @@ class TaskKind:
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
     pair_form: ClassVar[str | None] = None  # a pair classifier's form, `--pair-form`: cross (encoded together) or bi
     padded_columns: ClassVar[dict[str, int]] = {}  # its featurized columns with one value per token → padding value
+    # what its featurized `labels_lost` column counts (`mtbio.data.featurize.LABELS_LOST`), as the warning says it
+    lost_labels: ClassVar[str] = "labels were cut off"
 
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
