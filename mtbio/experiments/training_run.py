@@ -95,7 +95,7 @@ def cost_record(encoder_config: Any, state: Any, entered: float, started: float)
             "machine": machine_key()}
 
 
-SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step
+SETUP_FILES = {"config.yaml", "data.json", "tasks", "run.log"}  # what a run writes before its first step
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:
