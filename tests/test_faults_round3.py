@@ -43,7 +43,6 @@ def test_g1_resume_refuses_an_edited_training_file(tmp_path: Path, tiny_encoder:
             "--max-steps", "4", "--save-every", "2", "--output", tmp_path / "run"]
     _ok(*args)
     run = tmp_path / "run" / "demo-relation"
-    assert (run / "data.json").is_file()
     (run / "results.json").unlink()  # as if killed after its step-4 checkpoint
     train = data / "relation" / "train.tsv"
     original = train.read_text()
@@ -54,6 +53,7 @@ def test_g1_resume_refuses_an_edited_training_file(tmp_path: Path, tiny_encoder:
     line = _one_error_line(_cli(*args, "--resume"))
     assert f"task 'demo-relation' train data: {train.resolve()} has changed" in line
     assert "restore the file, or start a new run with another --output" in line
+    assert str(train.resolve()) in (run / "data.json").read_text()  # the record the resume compared with
     train.write_text(original)  # the same contents again (a new modification time): resumes as before
     _ok(*args, "--resume")
     assert (run / "results.json").is_file()
