@@ -106,18 +106,15 @@ class Tagging(TaskKind):
         the start of one, which a file with a broken B- does not mean."""
         if task.tagging_scheme not in ("IOB2", "IOBES"):
             return []
-        notes, previous = [], "O"
-        for tag in label:
-            prefix, _, kind = tag.partition("-")
-            before, _, before_kind = previous.partition("-")
-            if prefix in ("I", "E") and (before not in ("B", "I") or before_kind != kind):
+        notes = []
+        for previous, tag in zip(["O", *label], label):
+            if tag[:2] in ("I-", "E-") and (previous[:2] not in ("B-", "I-") or previous[2:] != tag[2:]):
                 notes.append(f"{tag} after {previous}, read as the start of an entity")
-            previous = tag
         return notes
 
     def missing_labels(self, task: TaskDef, labels: Sequence[Any]) -> list[str]:
         """The tags of each entity type that no tag of `labels` has."""
-        used = {_entity_type(tag) for label in labels for tag in label if tag != "O"}
+        used = {_entity_type(tag) for tag in set().union(*labels) if tag != "O"}
         return [tag for tag in task.label_list if tag != "O" and _entity_type(tag) not in used]
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
