@@ -198,7 +198,8 @@ TASK_OPTIONS: dict[str, tuple[str, Any]] = {
 def without_inapplicable(config: RunConfig, tasks: Sequence[TaskDef]) -> RunConfig:
     """`config` with each option in TASK_OPTIONS that applies to none of `tasks` put back to the value the run has
     without it (its recipe's, else the option's default), with a warning naming it: config.yaml then records what
-    the run applied, and a --resume given the same flag compares equal."""
+    the run applied, and a --resume given the same flag compares equal. The option's default (each task's own, one
+    selection) is never warned about."""
     from mtbio.training.recipes import recipe_values
 
     try:
@@ -208,10 +209,12 @@ def without_inapplicable(config: RunConfig, tasks: Sequence[TaskDef]) -> RunConf
     names = ", ".join(f"{t.name} ({t.type})" for t in tasks)
     reset = {}
     for name, (what, applies) in TASK_OPTIONS.items():
-        inert = recipe.get(name, RunConfig.model_fields[name].default)
-        if getattr(config, name) == inert or applies(tasks):
+        default = RunConfig.model_fields[name].default
+        inert = recipe.get(name, default)
+        if getattr(config, name) in (inert, default) or applies(tasks):
             continue
-        flag = RunConfig.model_fields[name].json_schema_extra.get("flag") or "--" + name.replace("_", "-")  # type: ignore[union-attr]
+        extra: Any = RunConfig.model_fields[name].json_schema_extra or {}
+        flag = extra.get("flag") or "--" + name.replace("_", "-")
         log.warning("%s %s does nothing here: it applies to %s, and this run trains %s; ignored (config.yaml records "
                     "%s)", flag, getattr(config, name), what, names, inert)
         reset[name] = inert
