@@ -91,6 +91,15 @@ def test_g15_an_option_that_does_not_apply_is_warned_and_not_recorded(task: str,
     _ok(*args, "--resume")
 
 
+def test_g15_a_recipes_own_value_is_not_warned_about(tmp_path: Path, tiny_encoder: str) -> None:
+    import yaml
+
+    result = _ok("finetune", "--task", "demo-ner", *DATA, "--encoder", tiny_encoder, "--recipe", "minilm",
+                 "--max-steps", "1", "--no-baselines", "--output", tmp_path / "run")
+    assert "does nothing here" not in result.output
+    assert yaml.safe_load((tmp_path / "run" / "demo-ner" / "config.yaml").read_text())["pair_form"] == "auto"
+
+
 # ---- G16: ModernBERT with --pooling pooler: the flag is named, not the task definition -------------------------------
 
 def test_g16_pooling_pooler_on_an_encoder_without_a_pooler_blames_the_flag(tmp_path: Path, tiny_modernbert: str) -> None:
