@@ -144,6 +144,8 @@ def tasks_check(path: str, data_dir: str | None) -> None:
     result = check_task_file(Path(path), resolve_data_dir(data_dir))
     for problem in result.problems:
         click.echo(f"error: {problem}", err=True)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if not result.ok:
         sys.exit(1)
     click.echo(result.summary)

@@ -3,6 +3,7 @@
     results.json     final scores, stage and throughput; written last, so a directory that has one is finished
     .training.lock   held (flock) by the one process training in the directory, while it does
     config.yaml      the options the run was started with
+    data.json        the data files it read, per task and split (size, time, content hash), checked by --resume
     tasks/<task>.yml the task definitions it trained, resolved
     encoder/, heads/<task>/  its weights (safetensors) and head configs
     checkpoints/     resume points; metrics.jsonl, the training curve; run.log, its log lines
@@ -46,6 +47,10 @@ class RunDir:
     @property
     def config_file(self) -> Path:
         return self.path / "config.yaml"
+
+    @property
+    def data_file(self) -> Path:
+        return self.path / "data.json"
 
     @property
     def tasks_dir(self) -> Path:
@@ -153,6 +158,18 @@ class RunDir:
         if not isinstance(config, dict):
             raise MtbioError(f"{self.config_file}: expected a mapping")
         return config
+
+    def data_files(self) -> dict[str, Any]:
+        """data.json's record of the files the run read ({} for a run written before runs kept one)."""
+        try:
+            record = json.loads(self.data_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise MtbioError(f"{self.data_file}: unreadable ({exc})") from None
+        if not isinstance(record, dict):
+            raise MtbioError(f"{self.data_file}: unreadable (not a JSON object)")
+        return record
 
     def task_files(self) -> list[Path]:
         """The saved task definitions (tasks/<task>.yml); MtbioError for a directory that has none."""

@@ -11,8 +11,10 @@ first sub-words).
 Long texts are truncated, never dropped (pairs: longest_first), unless the task reads them in windows
 (`sliding_window`): then a row holds its text's windows end to end, each window but the last padded to
 `max_length`, and a `window` column gives that length (`mtbio.model.windows` encodes each window on its own).
-`featurize_stats(dataset)` reports how many examples were truncated and how many tagging words lost every sub-word
-(decoding tags those "O"; they still count in the metric).
+`featurize_stats(dataset)` reports how many examples were truncated, how many tagging words lost every sub-word
+(decoding tags those "O"; they still count in the metric) and, for a kind that counts them in a `labels_lost`
+column (`LABELS_LOST`: per example, the labels the cut removed: a span's answer, a tagged entity), how many labels
+the cut took away.
 """
 from __future__ import annotations
 
@@ -50,16 +52,19 @@ FEATURIZER_VERSION = 2  # 2: pair-ness from the reader (NLI4CT, MEDIQA-RQE, PubM
 IGNORE_INDEX = -100
 SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`separate_text_columns`)
 _CHUNK = 2048  # examples per tokenizer call: batched for speed, bounded for memory
+LABELS_LOST = "labels_lost"  # a kind's optional column: per example, how many of its labels the cut removed
 
 
 @dataclass(frozen=True)
 class FeatureStats:
-    """What truncation cost: examples truncated, and tagging words left without any token."""
+    """What truncation cost: examples truncated, tagging words left without any token, and labels the cut removed
+    (where the kind counts them)."""
 
     examples: int
     truncated: int
     words: int = 0
     words_lost: int = 0
+    labels_lost: int = 0
 
     def __str__(self) -> str:
         text = f"{self.truncated} of {self.examples} examples truncated"
@@ -99,11 +104,13 @@ def featurize_stats(dataset: Dataset) -> FeatureStats:
 
     table = dataset.data
     truncated = pc.sum(table.column("truncated")).as_py() or 0
+    lost = (pc.sum(table.column(LABELS_LOST)).as_py() or 0) if LABELS_LOST in dataset.column_names else 0
     if "word_index" not in dataset.column_names:
-        return FeatureStats(examples=len(dataset), truncated=truncated)
+        return FeatureStats(examples=len(dataset), truncated=truncated, labels_lost=lost)
     words = pc.sum(table.column("n_words")).as_py() or 0
     kept = pc.sum(pc.greater_equal(pc.list_flatten(table.column("word_index")), 0)).as_py() or 0
-    return FeatureStats(examples=len(dataset), truncated=truncated, words=words, words_lost=words - kept)
+    return FeatureStats(examples=len(dataset), truncated=truncated, words=words, words_lost=words - kept,
+                        labels_lost=lost)
 
 
 def decode_tags(
@@ -125,11 +132,18 @@ def decode_tags(
 
 
 def effective_max_length(task: TaskDef, tokenizer: Any, max_length: int | None) -> int:
-    """The length texts are cut at: --max-length, else the task's, capped by what the encoder can take."""
+    """The length texts are cut at: --max-length, else the task's, capped by what the encoder can take; MtbioError
+    where a task's windows (`sliding_window`) cannot repeat their stride at that length."""
     length = max_length if max_length is not None else task.max_length
     model_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(model_max, int) and 0 < model_max < 1_000_000:
         length = min(length, model_max)
+    window = task.sliding_window
+    if window is not None and not window.fits(length):
+        source = f"--max-length {length}" if length == max_length else f"the encoder's limit of {length} tokens"
+        raise MtbioError(f"{source}: task '{task.name}' reads windows that repeat sliding_window.stride "
+                         f"{window.stride} tokens, half a window or more at that length; give a max_length of at "
+                         f"least {2 * window.stride + 2}, or a smaller stride")
     return length
 
 

@@ -54,6 +54,28 @@ def read_split(task: TaskDef, split: str, data_dir: Path | str, max_examples: in
     return [Example(**row) for row in rows]
 
 
+def split_warnings(task: TaskDef, split: str, examples: list[Example]) -> list[str]:
+    """What reads cleanly but is likely a mistake in a split's checked examples, a line each: the kind's notes on
+    labels (`TaskKind.label_notes`: how often, and the first example's place) and, in train, the labels of the task
+    that no example holds (`TaskKind.missing_labels`: a head never shown them does not learn them)."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for ex in examples:
+        for note in task.kind.label_notes(task, ex.label) if ex.label is not None else ():
+            counts[note] += 1
+            first.setdefault(note, ex.origin or ex.uid)
+    lines = [f"task '{task.name}' {split}: {note}: {n} time{'s' if n != 1 else ''}, first in {first[note]}"
+             for note, n in counts.items()]
+    missing = task.kind.missing_labels(task, [ex.label for ex in examples if ex.label is not None]) \
+        if split == "train" and examples else []
+    if missing:
+        names = ", ".join(f"'{name}'" for name in missing)
+        lines.append(f"task '{task.name}' train: label{'s' if len(missing) > 1 else ''} {names} "
+                     f"occur{'' if len(missing) > 1 else 's'} in none of its {len(examples)} training examples; the "
+                     f"head cannot learn to predict {'them' if len(missing) > 1 else 'it'}")
+    return lines
+
+
 def split_sizes(task: TaskDef, data_dir: Path | str) -> dict[str, int]:
     """Number of examples per split whose files are all present (missing splits are absent)."""
     data_dir = Path(data_dir)

@@ -14,11 +14,11 @@ import torch
 
 from mtbio.data.collate import collate
 from mtbio.data.example import Example
-from mtbio.data.featurize import (effective_max_length, examples_fingerprint, featurize, featurize_cached,
-                                  featurize_stats)
+from mtbio.data.featurize import (LABELS_LOST, effective_max_length, examples_fingerprint, featurize,
+                                  featurize_cached, featurize_stats)
 from mtbio.data.split_cache import file_fingerprint
 from mtbio.errors import DataFormatError
-from mtbio.data.loading import read_split
+from mtbio.data.loading import read_split, split_warnings
 from mtbio.data.packing import PACKED_COLUMNS, collate_packed
 from mtbio.data.readers import is_pair_task
 from mtbio.tasks.loading import is_dataset_split, require_data, split_paths
@@ -26,7 +26,7 @@ from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
 
-BOOKKEEPING_COLUMNS = ("length", "truncated")  # featurization's own; every other column goes into the batch
+BOOKKEEPING_COLUMNS = ("length", "truncated", LABELS_LOST)  # featurization's own; every other goes into the batch
 
 
 @dataclass
@@ -37,6 +37,7 @@ class SplitData:
     columns: dict[str, list[Any]]
     truncated: int = 0
     padded: dict[str, int] = field(default_factory=dict)  # the kind's per-token columns and their padding value
+    labels_lost: int = 0  # labels the cut removed (a kind's LABELS_LOST column; 0 where it has none)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -72,7 +73,8 @@ class TaskData:
 def _to_split(examples: list[Example], dataset: Any, task: TaskDef) -> SplitData:
     columns = dataset.to_dict()
     truncated = int(sum(columns.get("truncated", [])))
-    return SplitData(examples=examples, columns=columns, truncated=truncated, padded=dict(task.kind.padded_columns))
+    return SplitData(examples=examples, columns=columns, truncated=truncated, padded=dict(task.kind.padded_columns),
+                     labels_lost=int(sum(columns.get(LABELS_LOST, []))))
 
 
 def load_task_split(
@@ -85,6 +87,8 @@ def load_task_split(
 ) -> SplitData:
     """Read and featurize one split; features are cached on disk keyed by data, task and tokenizer."""
     examples = read_split(task, split, data_dir, max_examples=max_examples)
+    for line in split_warnings(task, split, examples):
+        log.warning("%s", line)
     paths = split_paths(task, split, data_dir)
     files = [p for p in paths if not is_dataset_split(p)]
     fingerprint = f"{split}|{max_examples}|" + (file_fingerprint(files) if len(files) == len(paths)
@@ -95,9 +99,18 @@ def load_task_split(
 
 
 def _log_truncation(task: TaskDef, split: str, dataset: Any, tokenizer: Any, max_length: int | None) -> None:
+    """The split's truncation as an info line, or a warning where the cut removed labels (per task and split)."""
     stats = featurize_stats(dataset)
-    if stats.truncated or stats.words_lost:  # the length texts were really cut at
-        log.info("%s/%s: %s (max_length %d)", task.name, split, stats, effective_max_length(task, tokenizer, max_length))
+    length = effective_max_length(task, tokenizer, max_length)  # the length texts were really cut at
+    if stats.labels_lost:
+        windows = task.kind.pools or task.kind.labels.per_word  # the kinds a sliding_window reads
+        hint = ("raise --max-length or sliding_window.max_windows" if task.sliding_window is not None else
+                "raise --max-length or read long texts in windows (sliding_window)" if windows else
+                "raise --max-length, up to the encoder's limit")
+        log.warning("task '%s' %s: cut at max_length %d: %s; %d %s; %s", task.name, split, length, stats,
+                    stats.labels_lost, task.kind.lost_labels, hint)
+    elif stats.truncated or stats.words_lost:
+        log.info("%s/%s: %s (max_length %d)", task.name, split, stats, length)
 
 
 def load_task_data(

@@ -7,6 +7,7 @@ train it, keep the best dev weights, score test once if asked, and write the run
                             --adapter lora, PEFT's format; encoder/ is then the frozen base encoder)
         tasks/<task>.yml    the resolved task definitions
         config.yaml         the resolved run config
+        data.json           the data files read, per task and split (size, time, content hash): --resume checks them
         metrics.jsonl       one line per evaluation, and training curves every --log-every steps
         run.log             the run's log lines (truncation, packing, resume point, warnings)
         results.json        final scores, stage, throughput
@@ -14,6 +15,7 @@ train it, keep the best dev weights, score test once if asked, and write the run
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import resource
 import time
@@ -29,10 +31,11 @@ from accelerate.utils import set_seed
 from mtbio.data.featurize import effective_max_length
 from mtbio.data.loading import read_split
 from mtbio.data.pipeline import TaskData, load_task_data
+from mtbio.data.split_cache import file_records
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
 from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
-from mtbio.fileio import make_dir, write_text, writing
+from mtbio.fileio import make_dir, write_json, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter
 from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
@@ -46,7 +49,7 @@ from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, wit
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.model.weightings import build_weighting
 from mtbio.tasks.kinds import task_kind
-from mtbio.tasks.loading import require_all_data, require_data
+from mtbio.tasks.loading import is_dataset_split, require_all_data, require_data, split_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
 from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config, upgrade_retired
@@ -92,7 +95,7 @@ def cost_record(encoder_config: Any, state: Any, entered: float, started: float)
             "machine": machine_key()}
 
 
-SETUP_FILES = {"config.yaml", "tasks", "run.log"}  # what a run writes before its first step
+SETUP_FILES = {"config.yaml", "data.json", "tasks", "run.log"}  # what a run writes before its first step
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:
@@ -119,16 +122,20 @@ def _saved_config(run_dir: Path) -> dict[str, Any] | None:
     return saved if set(saved) == set(RunConfig.model_fields) else None
 
 
-def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()) -> None:
+def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = (),
+                 data: dict[str, Any] | None = None) -> None:
     """Before anything is written: refuse a --resume whose options differ from those the checkpoint
     was trained with (it would continue with the checkpoint's optimizer, schedule and batch plan while
-    config.yaml recorded the new ones), or whose task definitions differ from the run's `tasks/*.yml`
-    (labels, columns, files, lengths, kind options: the checkpoint's heads were trained on those). Run
-    length, evaluation and logging options may change."""
+    config.yaml recorded the new ones), whose task definitions differ from the run's `tasks/*.yml`
+    (labels, columns, files, lengths, kind options: the checkpoint's heads were trained on those), or whose
+    data files (`data`, a `data_record`) differ from those recorded in data.json. Run length, evaluation and
+    logging options may change."""
     if not config.resume or not list_checkpoints(RunDir(run_dir).checkpoints_dir):
         return
     for task in tasks:
         _check_same_task(run_dir, task)
+    if data is not None:
+        _check_same_data(run_dir, data)
     saved = _saved_config(run_dir)
     if saved is None:
         raise MtbioError(f"{run_dir}: --resume needs the run's config.yaml to check the options against")
@@ -177,6 +184,41 @@ def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, head
         pooling = (read_head_config(saved).pooling if saved is not None and saved.is_dir()
                    else sentence_pooling(encoder_source) or task.pooling)
     return task if pooling == task.pooling else task.kind.with_pooling(task, pooling)
+
+
+# run options that do something only for some tasks: what each applies to, and whether it applies to a run's tasks
+TASK_OPTIONS: dict[str, tuple[str, Any]] = {
+    "pair_form": ("classifications of two texts", lambda tasks: any(pair_form(t) is not None for t in tasks)),
+    "pooling": ("heads that read one pooled position (not tagging, span or bi-encoder heads)",
+                lambda tasks: any(t.kind.pools for t in tasks)),
+    "select_by": ("joint runs of two or more tasks", lambda tasks: len(tasks) > 1),
+}
+
+
+def without_inapplicable(config: RunConfig, tasks: Sequence[TaskDef]) -> RunConfig:
+    """`config` with each option in TASK_OPTIONS that applies to none of `tasks` put back to the value the run has
+    without it (its recipe's, else the option's default), with a warning naming it: config.yaml then records what
+    the run applied, and a --resume given the same flag compares equal. The option's default (each task's own, one
+    selection) is never warned about."""
+    from mtbio.training.recipes import recipe_values
+
+    try:
+        recipe = {key.replace("-", "_"): value for key, value in recipe_values(config.recipe).items()}
+    except MtbioError:
+        recipe = {}
+    names = ", ".join(f"{t.name} ({t.type})" for t in tasks)
+    reset = {}
+    for name, (what, applies) in TASK_OPTIONS.items():
+        default = RunConfig.model_fields[name].default
+        inert = recipe.get(name, default)
+        if getattr(config, name) in (inert, default) or applies(tasks):
+            continue
+        extra: Any = RunConfig.model_fields[name].json_schema_extra or {}
+        flag = extra.get("flag") or "--" + name.replace("_", "-")
+        log.warning("%s %s does nothing here: it applies to %s, and this run trains %s; ignored (config.yaml records "
+                    "%s)", flag, getattr(config, name), what, names, inert)
+        reset[name] = inert
+    return config.model_copy(update=reset) if reset else config
 
 
 def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, tokenizer: Any, data_dir: Path | None,
@@ -230,6 +272,41 @@ def _check_same_task(run_dir: Path, task: TaskDef) -> None:
         raise MtbioError(f"--resume: task '{task.name}' has changed since {run_dir} was trained ({key}: "
                          f"{saved.get(key)!r} then, {now.get(key)!r} now; {path} holds the run's copy); "
                          "restore the definition, or start a new run with another --output")
+
+
+def data_record(tasks: Sequence[TaskDef], splits: Sequence[str], data_dir: Path | None) -> dict[str, Any]:
+    """Per task and split, the data files the run reads (`file_records`: path, size, time, content hash); a split
+    of a `datasets` dataset has none."""
+    record: dict[str, Any] = {}
+    for task in tasks:
+        require_data(task, data_dir)
+        assert data_dir is not None
+        record[task.name] = {split: file_records(p for p in split_paths(task, split, data_dir)
+                                                 if not is_dataset_split(p))
+                             for split in splits if split in task.has_splits}
+    return record
+
+
+def _check_same_data(run_dir: Path, data: dict[str, Any]) -> None:
+    """Refuse a resume whose data files are not those data.json says the run was trained on (by content)."""
+    saved = RunDir(run_dir).data_files()
+    for task, splits in data.items():
+        for split, files in splits.items():
+            then = saved.get(task, {}).get(split)
+            if then is None:  # a run written before runs kept a record, or a split it did not read
+                continue
+            for old, new in itertools.zip_longest(then, files):
+                if old is not None and new is not None and old["sha256"] == new["sha256"]:
+                    continue
+                if old is None or new is None:
+                    what = f"{new['file']} is new" if old is None else f"{old['file']} is gone"
+                else:
+                    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(new["mtime"]))
+                    what = (f"{new['file']} has changed (size {old['size']} bytes then, {new['size']} now; "
+                            f"modified {stamp})")
+                raise MtbioError(f"--resume: task '{task}' {split} data: {what} since {run_dir} was trained on it; "
+                                 "its checkpoints learned from the old contents: restore the file, or start a new "
+                                 "run with another --output")
 
 
 def _floors(tasks: list[TaskDef], data: dict[str, TaskData], encoder_source: str | None, tokenizer: Any,
@@ -373,7 +450,13 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
-    check_resume(run_dir, config, tasks)
+    if config.pooling == "pooler" and getattr(encoder, "pooler", None) is None and any(t.kind.pools for t in tasks):
+        raise MtbioError(f"--pooling pooler: this encoder ({type(encoder).__name__}) has no pooler; pass --pooling "
+                         "cls or mean")
+    config = without_inapplicable(config, tasks)
+    splits = ["train", "dev"] + (["test"] if config.eval_test else [])
+    data_files = data_record(tasks, splits, data_dir)
+    check_resume(run_dir, config, tasks, data_files)
     accelerator.wait_for_everyone()  # every process has checked before the main one writes
     set_seed(config.seed)
     limit = max_input_tokens(encoder)
@@ -382,12 +465,13 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                          f"{limit} tokens (its position embeddings); give at most {limit}")
     # inputs longer than the encoder's positions are truncated (and counted), never a crash
     tokenizer.model_max_length = min(int(tokenizer.model_max_length), limit)
+    for task in tasks:  # a length a task's windows cannot take is refused before anything is built
+        effective_max_length(task, tokenizer, config.max_length)
     apply_layer_options(encoder, config)  # --drop-top-layers, --reinit-layers, --freeze-layers
     # built before the data is read, so a head the encoder cannot serve fails before any tokenizing
     heads = build_heads(tasks, encoder.config, heads_source)
     adapters = build_adapters(tasks, encoder, config, heads_source)
     model = MultiTaskModel(encoder, heads, adapters, build_weighting(*config.weighting_spec(), [t.name for t in tasks]))
-    splits = ["train", "dev"] + (["test"] if config.eval_test else [])
     data: dict[str, TaskData] = {}
     for task in tasks:
         data[task.name] = load_task_data(task, data_dir, tokenizer, splits, train_examples_of(config, task.name),
@@ -416,6 +500,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             log_file.attach(run_dir / "run.log")
             write_task_defs(tasks, RunDir(run_dir).tasks_dir)
             save_config(config, RunDir(run_dir).config_file)
+            write_json(RunDir(run_dir).data_file, data_files)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
         hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
                    if k in run_options()}  # a run's own options, not the sweep's or another command's
@@ -474,6 +559,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "max_eval_examples": config.max_eval_examples,  # set: dev/test scores are of a fixed subset
         "eval_examples": {name: {s: len(d) for s, d in td.splits.items() if s != "train"} for name, td in data.items()},
         "truncated": {name: {s: d.truncated for s, d in td.splits.items()} for name, td in data.items()},
+        "labels_lost": {name: {s: d.labels_lost for s, d in td.splits.items()}  # removed by the cut (answers, entities)
+                        for name, td in data.items() if any(d.labels_lost for d in td.splits.values())},
         "examples_scored_per_process": trainer.eval_shares,  # evaluation is sharded over the processes
         "train_examples": state.examples_seen,
         "train_examples_per_second": state.examples_seen / max(state.train_seconds, 1e-9),

@@ -56,6 +56,10 @@ class SingleLabel(TaskKind):
     def typed_items(self, task: TaskDef, labels: Sequence[Any]) -> set[tuple]:
         return positive_classes(task, labels)
 
+    def missing_labels(self, task: TaskDef, labels: Sequence[Any]) -> list[str]:
+        used = set(labels)
+        return [name for name in task.label_list if name not in used]
+
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [majority_class(task, train)] * len(scored)
 

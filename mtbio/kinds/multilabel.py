@@ -59,6 +59,10 @@ class MultiLabel(TaskKind):
             raise ValueError(f"expected a list of labels, got {raw!r}")
         return list(dict.fromkeys(name(x) for x in raw))  # each label once, in order
 
+    def missing_labels(self, task: TaskDef, labels: Sequence[Any]) -> list[str]:
+        used = {name for label in labels for name in label}
+        return [name for name in task.label_list if name not in used]
+
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         labels = [ex.label for ex in train if ex.label is not None]
         if not labels:

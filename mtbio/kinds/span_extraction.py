@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import IGNORE_INDEX, text_columns
+from mtbio.data.featurize import IGNORE_INDEX, LABELS_LOST, text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.evaluation.metrics import check_scored, register_metric
 from mtbio.tasks.kinds import TaskKind, register_kind
@@ -93,6 +93,7 @@ class SpanExtraction(TaskKind):
     pools = False
     min_labels = 0
     default_metric = "span_f1"
+    lost_labels = "answers fell past the cut and became 'no answer' targets"
     padded_columns = {"offset_start": OUTSIDE, "offset_end": OUTSIDE}
 
     def check(self, task: TaskDef) -> list[str]:
@@ -111,11 +112,12 @@ class SpanExtraction(TaskKind):
         from datasets import List, Value
 
         return {"labels": List(Value("int64")), "offset_start": List(Value("int32")),
-                "offset_end": List(Value("int32"))}
+                "offset_end": List(Value("int32")), LABELS_LOST: Value("int32")}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
         columns, encoded = text_columns(chunk, task, tokenizer, max_length, offsets=True)
         columns["offset_start"], columns["offset_end"], columns["labels"] = [], [], []
+        columns[LABELS_LOST] = []
         for row, ex in enumerate(chunk):
             context = [part == 1 for part in encoded.sequence_ids(row)]
             offsets = encoded["offset_mapping"][row]
@@ -124,6 +126,7 @@ class SpanExtraction(TaskKind):
             columns["offset_start"].append(starts)
             columns["offset_end"].append(ends)
             columns["labels"].append(token_span(ex.label, starts, ends))  # type: ignore[arg-type]
+            columns[LABELS_LOST].append(int(ex.label is not None and columns["labels"][-1] == [0, 0]))
         return columns
 
     def head(self, config: HeadConfig) -> SpanHead:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import word_columns, word_features
+from mtbio.data.featurize import LABELS_LOST, word_columns, word_features
 from mtbio.evaluation.breakdown import entities
 from mtbio.model.probes import TagProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
@@ -57,6 +57,7 @@ class Tagging(TaskKind):
     probe = TagProbe()
     pools = False
     default_metric = "entity_f1"
+    lost_labels = "entities lost words to the cut (not learned whole; decoding tags those words O)"
     export = ExportSpec("AutoModelForTokenClassification", "token-classification")
 
     def check(self, task: TaskDef) -> list[str]:
@@ -69,10 +70,20 @@ class Tagging(TaskKind):
         return labels
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
-        return word_features()
+        from datasets import Value
+
+        return {**word_features(), LABELS_LOST: Value("int32")}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-        return word_columns(chunk, task, tokenizer, max_length)
+        """`word_columns`, and per example the entities that lost a word to the cut (`LABELS_LOST`)."""
+        columns = word_columns(chunk, task, tokenizer, max_length)
+        columns[LABELS_LOST] = []
+        for ex, index in zip(chunk, columns["word_index"]):
+            kept = {word for word in index if word >= 0}
+            spans = tag_spans(ex.label) if isinstance(ex.label, list) else []
+            columns[LABELS_LOST].append(sum(1 for _, first, last in spans
+                                            if any(w not in kept for w in range(first, last + 1))))
+        return columns
 
     def head(self, config: HeadConfig) -> TaggingHead:
         from mtbio.kinds.heads.tagging import TaggingHead
@@ -90,9 +101,30 @@ class Tagging(TaskKind):
             raise ValueError("a tagging example needs one tag per token")
         return tags
 
+    def label_notes(self, task: TaskDef, label: Any) -> list[str]:
+        """Each I- (or IOBES E-) tag that does not continue an entity of its type: decoding and the metric read it as
+        the start of one, which a file with a broken B- does not mean."""
+        if task.tagging_scheme not in ("IOB2", "IOBES"):
+            return []
+        notes = []
+        for previous, tag in zip(["O", *label], label):
+            if tag[:2] in ("I-", "E-") and (previous[:2] not in ("B-", "I-") or previous[2:] != tag[2:]):
+                notes.append(f"{tag} after {previous}, read as the start of an entity")
+        return notes
+
+    def missing_labels(self, task: TaskDef, labels: Sequence[Any]) -> list[str]:
+        """The tags of each entity type that no tag of `labels` has."""
+        used = {_entity_type(tag) for tag in set().union(*labels) if tag != "O"}
+        return [tag for tag in task.label_list if tag != "O" and _entity_type(tag) not in used]
+
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [["O"] * len(ex.tokens or []) for ex in scored]
 
     def postprocess(self, text: Any, prediction: Any, probabilities: Any) -> dict[str, Any]:
         """The words of raw `text` and its entities (`entity_spans`, from the same forward pass)."""
         return {"words": [w for w, _, _ in split_words(text)], "entities": entity_spans(text, prediction, probabilities)}
+
+
+def _entity_type(tag: str) -> str:
+    """The entity type of a tag (`B-Chemical` → Chemical; a tag without a prefix is its own type)."""
+    return tag.split("-", 1)[1] if has_tag_prefix(tag) else tag

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Iterable
 
 from mtbio.errors import MtbioError, TaskDefinitionError
-from mtbio.data.loading import read_split, split_sizes
+from mtbio.data.loading import read_split, split_sizes, split_warnings
 from mtbio.evaluation import metrics as _metrics  # noqa: F401  (registers the metric-name check)
 from mtbio.tasks.loading import load_catalog, load_task_def, missing_message, missing_paths, split_paths
 from mtbio.tasks.schema import SPLITS, TaskDef
@@ -76,10 +76,12 @@ def format_tasks_table(rows: list[TaskRow]) -> str:
 
 @dataclass
 class CheckResult:
-    """Outcome of `check_task_file`: problems (one line each) or a one-line summary."""
+    """Outcome of `check_task_file`: problems (one line each) or a one-line summary, and warnings (one line each)
+    about data that reads but is likely a mistake."""
 
     problems: list[str]
     summary: str
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -106,14 +108,17 @@ def check_task_file(path: Path, data_dir: Path | None) -> CheckResult:
             problems.append(str(TaskDefinitionError(path, task.name, f"files.{key}",
                                                     missing_message(task, [missing], data_dir))))
     sizes: dict[str, int] = {}
+    warnings: list[str] = []
     for split in task.has_splits:
         if any(not p.exists() for p in split_paths(task, split, data_dir)):
             continue
         try:
-            sizes[split] = len(read_split(task, split, data_dir))
+            examples = read_split(task, split, data_dir)
+            sizes[split] = len(examples)
+            warnings += split_warnings(task, split, examples)
         except MtbioError as exc:
             problems.append(f"task '{task.name}' {split}: {exc}")
             if task.derived_split is not None:
                 break  # the same files back every derived split: one report is enough
     counts = ", ".join(f"{s} {n}" for s, n in sizes.items())
-    return CheckResult(problems, f"ok: {task.name} ({task.type}, format {task.format}): {counts}")
+    return CheckResult(problems, f"ok: {task.name} ({task.type}, format {task.format}): {counts}", warnings)

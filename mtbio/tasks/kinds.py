@@ -53,6 +53,8 @@ class TaskKind:
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
     pair_form: ClassVar[str | None] = None  # a pair classifier's form, `--pair-form`: cross (encoded together) or bi
     padded_columns: ClassVar[dict[str, int]] = {}  # its featurized columns with one value per token → padding value
+    # what its featurized `labels_lost` column counts (`mtbio.data.featurize.LABELS_LOST`), as the warning says it
+    lost_labels: ClassVar[str] = "labels were cut off"
 
     def check(self, task: Any) -> list[str]:
         """Problems of a definition beyond the schema's, each "<field>: message"."""
@@ -85,6 +87,16 @@ class TaskKind:
         """An example's label as training uses it, or ValueError(message) naming what is wrong. `name(raw, what=)`
         maps one raw label through the task's `label_map` and checks it against its vocabulary."""
         raise NotImplementedError
+
+    def label_notes(self, task: Any, label: Any) -> list[str]:
+        """What is odd but accepted in one checked label, a short phrase each (tagging: an I- tag that continues no
+        entity); a split's are counted and reported with the first example's place (`mtbio.data.loading`)."""
+        return []
+
+    def missing_labels(self, task: Any, labels: Sequence[Any]) -> list[str]:
+        """The labels of the task's vocabulary that none of `labels` (a split's checked labels) holds; [] for a kind
+        without a vocabulary of classes."""
+        return []
 
     def typed_items(self, task: Any, labels: Sequence[Any]) -> set[tuple] | None:
         """The items a per-type table counts, each (example, type, ...) (`mtbio.evaluation.breakdown`); None: the

@@ -51,6 +51,10 @@ class SlidingWindow(BaseModel):
     aggregate: Literal["mean", "max"] = "mean"  # how a sentence-level head combines its windows' pooled vectors
     max_windows: int = Field(16, ge=1)  # a text needing more is cut after this many (counted as truncated)
 
+    def fits(self, max_length: int) -> bool:
+        """Whether windows of `max_length` tokens can repeat `stride` of them: less than half a window."""
+        return self.stride < max_length // 2
+
 
 class TaskDef(BaseModel):
     """A dataset and how to learn and score it."""
@@ -140,7 +144,7 @@ class TaskDef(BaseModel):
         except ValidationError as error:
             first = error.errors()[0]
             raise ValueError(f"type_options.{describe_type_error(first['loc'])}: {first['msg']}") from None
-        if self.sliding_window is not None and self.sliding_window.stride >= self.max_length // 2:
+        if self.sliding_window is not None and not self.sliding_window.fits(self.max_length):
             raise ValueError(f"sliding_window.stride: {self.sliding_window.stride} repeats half a window or more "
                              f"(max_length {self.max_length}); take it below {self.max_length // 2}")
         for problem in kind.problems(self):

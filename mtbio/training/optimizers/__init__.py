@@ -13,10 +13,10 @@ part of its next update of one parameter that a gradient contributes, which the 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Mapping
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.registry import Registry, import_modules, validate_options
 
@@ -25,6 +25,8 @@ OptimizerFactory = Callable[..., torch.optim.Optimizer]
 Lookahead = Callable[[torch.optim.Optimizer, dict[str, Any], torch.Tensor, dict[str, Any]], torch.Tensor]
 LOOKAHEAD_ATTR = "mtbio_lookahead"  # set on each optimizer `build_optimizer` makes: its registration's lookahead
 OPTIMIZERS: Registry[OptimizerFactory] = Registry("optimizer")
+# a moment's decay rate, for the options model of any Adam-like optimizer: checked when the run's options are read
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class OptimizerOptions(BaseModel):
@@ -54,5 +56,5 @@ def optimizer_options(name: str, values: Mapping[str, Any]) -> OptimizerOptions:
 
 import_modules(__name__, __path__)
 
-__all__ = ["LOOKAHEAD_ATTR", "Lookahead", "OPTIMIZERS", "OptimizerFactory", "OptimizerOptions", "optimizer_options",
-           "register_optimizer"]
+__all__ = ["Beta", "LOOKAHEAD_ATTR", "Lookahead", "OPTIMIZERS", "OptimizerFactory", "OptimizerOptions",
+           "optimizer_options", "register_optimizer"]

@@ -8,12 +8,12 @@ import torch
 from pydantic import Field
 
 from mtbio.errors import MtbioError
-from mtbio.training.optimizers import OptimizerOptions, register_optimizer
+from mtbio.training.optimizers import Beta, OptimizerOptions, register_optimizer
 from mtbio.training.stabilize import AdamWNoBiasCorrection
 
 
 class AdamWOptions(OptimizerOptions):
-    betas: tuple[float, float] = Field((0.9, 0.999), description="the moments' decay rates")
+    betas: tuple[Beta, Beta] = Field((0.9, 0.999), description="the moments' decay rates, each in [0, 1)")
     eps: float = Field(1e-8, gt=0, description="added to the second moment's square root")
     bias_correction: bool = Field(True, description="false: without Adam's bias correction (the original BERT's)")
 
