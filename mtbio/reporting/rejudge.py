@@ -95,3 +95,11 @@ def saved_looks(data: Document) -> tuple[int, int] | None:
     if not looks and data.get("kind") == "select":
         looks = ((data.get("outcome") or {}).get("decision_rule") or {}).get("looks")
     return (int(looks[0]), int(looks[1])) if looks else None
+
+
+def saved_rule(data: Document) -> tuple[str, str | None]:
+    """The rule version and primary comparison a summary file was judged by ("v1" for a file that predates
+    recording it)."""
+    rule = data.get("decision_rule") or ((data.get("outcome") or {}).get("decision_rule")
+                                         if data.get("kind") == "select" else None) or {}
+    return str(rule.get("version", "v1")), rule.get("primary")
