@@ -44,17 +44,20 @@ class ReportOptions:
     def decision_rule(self, saved: dict | None = None) -> "Rule":
         """The rule to judge with: --rule (else the one `saved`, a study's summary file, was judged by), --correction,
         --primary, the looks from --looks or else from `saved`."""
-        from mtbio.reporting.rejudge import saved_looks, saved_rule
+        from dataclasses import replace
+
+        from mtbio.reporting.rejudge import recorded_rule
         from mtbio.reporting.verdicts import Rule
 
-        version, primary = saved_rule(saved) if saved else ("v2", None)
-        looks = saved_looks(saved) if saved else None
+        base = recorded_rule(saved) if saved else Rule()
+        looks = base.looks
         if self.looks:
             first, _, last = self.looks.partition(":")
             if not (first.isdigit() and last.isdigit() and 2 <= int(first) <= int(last)):
                 raise MtbioError(f"--looks {self.looks}: expected FIRST:LAST seeds, e.g. 3:8")
             looks = (int(first), int(last))
-        return Rule(self.rule or version, correction=self.correction, looks=looks, primary=self.primary or primary)
+        return replace(base, version=self.rule or base.version, correction=self.correction, looks=looks,
+                       primary=self.primary or base.primary)
 
     @property
     def rejudging(self) -> bool:

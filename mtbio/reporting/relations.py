@@ -321,6 +321,8 @@ def describe_reliability(data: dict[str, Any]) -> str:
 def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:
     """Per edge: seeds, Δ with the interval its state was read from, two-sided p and adjusted p, verdict, state."""
     lines = [f"family: {family['correction']} over {family['m']} tests" if family else "family: not corrected"]
+    if family and family.get("primary"):
+        lines[0] = f"primary: {family['primary']}, judged alone at alpha; secondary {lines[0]}"
     for name, cell in named:
         ci = cell.get("ci")
         level = f" {cell.get('ci_level', 0.95) * 100:.4g}%" if ci else ""
@@ -328,7 +330,7 @@ def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, A
         p = "" if cell["p_value"] is None else f", p (two-sided) {cell['p_value']:.3f}"
         adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
         lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
-                     f"{verdict_text(cell)}, {cell.get('state', '?')}")
+                     f"{verdict_text(cell)}, {cell.get('state', '?')}{' (primary)' if cell.get('primary') else ''}")
     return lines
 
 
