@@ -39,8 +39,9 @@ over the family for each of the three. Seven states follow, read from the interv
 - **undecided** otherwise.
 A claim of a direction (any higher / lower) is wrong at most alpha of the time over the whole family and every look
 (Holm on p_zero); a claim of a size (beyond, within, no effect) likewise (Holm on p_beyond and on p_inside). The
-interval shown is the one the direction was read from (the size's where no direction is claimed; the family's
-widest level when undecided).
+interval shown (`ci`) is the one the state's first claim was read from (beyond, else the direction, else the size;
+the family's widest level when undecided); a direction whose size is not settled or within the threshold also gets
+the interval its size was read at (`ci_size`), since each claim has its own level.
 
 A study may declare one **primary** comparison (`Rule.primary`): it is judged alone at alpha, and the others form
 the secondary family, corrected among themselves.
@@ -235,9 +236,11 @@ def state_text(cell: Mapping[str, Any], scale: float = 1.0) -> str:
     """The verdict with the interval it was read from, e.g. "lower, size not settled [-1.92, -0.10] at 99.8%"
     (`scale` 100: in points); "(primary)" for a declared primary comparison."""
     text = verdict_text(cell)
-    ci = cell.get("ci")
+    ci, size = cell.get("ci"), cell.get("ci_size")
     if ci is not None and not cell.get("withheld") and cell.get("verdict") is not None:
         text += f" [{scale * ci[0]:+.2f}, {scale * ci[1]:+.2f}] at {100 * cell.get('ci_level', 0.95):.3g}%"
+        if size is not None:
+            text += f" (its size: [{scale * size[0]:+.2f}, {scale * size[1]:+.2f}] at {100 * cell['ci_size_level']:.3g}%)"
     return text + (" (primary)" if cell.get("primary") else "")
 
 
@@ -460,6 +463,11 @@ def _judge_v3(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -
         else:
             verdict = NO_EFFECT_BEYOND if passed["inside"] else UNDECIDED_WORD
         cell["verdict"], cell["state"] = verdict, UNDECIDED if verdict == UNDECIDED_WORD else DECIDED
+        if shown == "zero":  # the size was read at its own level: the interval there, beside the direction's
+            size = "inside" if passed["inside"] else "beyond"
+            look, divisor = seq[size][1], levels[name][size][1]
+            level = 1 - seq["weights"][look] * seq["limit"](rule.alpha / divisor)
+            cell["ci_size"], cell["ci_size_level"] = _interval_at(deltas[:look], level), level
 
 
 RULES.register("v3")(RuleVersion(_judge_v3, (
@@ -496,7 +504,7 @@ def compare(with_scores: Scores, alone: Scores, metric: str | None = None) -> di
             "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
 
 
-JUDGED = ("p_adjusted", "p_adjusted_inside", "p_adjusted_zero", "primary", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
+JUDGED = ("p_adjusted", "p_adjusted_inside", "p_adjusted_zero", "primary", "ci_size", "ci_size_level", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
 
 
 def recompare(cell: dict[str, Any], metric: str | None) -> dict[str, Any]:
