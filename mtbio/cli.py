@@ -605,6 +605,14 @@ def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, w
 @click.option("--in-place", is_flag=True,
               help="With --rule, --looks, --correction or --primary on a study directory: write the re-judged "
                    "files over the study's own.")
+@click.option("--power", is_flag=True,
+              help="For a study directory: the smallest effect each verdict can reach at its seeds and over its "
+                   "comparisons, from --sd or the per-seed sd of Δ measured on its comparisons, and the seeds "
+                   "--effect needs.")
+@click.option("--sd", type=click.FloatRange(min=0, min_open=True),
+              help="With --power: the per-seed sd of Δ, in the metric's units (0.01: one point).")
+@click.option("--effect", type=click.FloatRange(min=0, min_open=True),
+              help="With --power: the true Δ whose seeds needed are stated (default: twice the threshold).")
 @click.option("--primary", metavar="COMPARISON",
               help="Judge this comparison (as the report names it, e.g. ddi->bc5cdr-chem) alone at alpha; the "
                    "others form the secondary family, corrected among themselves.")
@@ -617,7 +625,7 @@ def merge(run_dirs: tuple[str, ...], method: str, output: str, density: float, w
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
            trivial: bool, data_dir: str | None, compare_to: str | None, compare_each: bool,
            metric_overrides: tuple[str, ...], curves: bool, correction: str, rule: str | None, in_place: bool,
-           primary: str | None, looks: str | None) -> None:
+           primary: str | None, power: bool, sd: float | None, effect: float | None, looks: str | None) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -629,7 +637,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from mtbio.experiments.reports import ReportOptions, render_report
 
     options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
-                            metric_overrides, curves, correction, rule, looks, in_place, primary)
+                            metric_overrides, curves, correction, rule, looks, in_place, primary, power, sd, effect)
     for line in render_report([Path(p) for p in run_dirs], options):
         click.echo(line)
 

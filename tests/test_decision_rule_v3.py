@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,54 @@ def test_rejudge_v3_lists_every_change_on_its_page(tmp_path: Path) -> None:
     assert len(rows) == 8 and all(row in page for row in rows)
     assert json.loads((tmp_path / "changes.json").read_text())["total"] == {"comparisons": 236, "changed": 8,
                                                                           "to_direction": 8}
+
+
+# ---- issue 92 item 3: what a design can decide, before its cells --------------------------------------------------
+
+def _reached(output: str) -> float:
+    found = re.search(r"higher / lower \(size not settled or more\): true \|Δ\| ≥ ([0-9.]+) points", output)
+    assert found, output
+    return float(found.group(1)) / 100
+
+
+def test_pairwise_dry_run_states_the_detectable_effect_a_simulation_confirms(
+        tmp_path: Path, keyword_tasks: tuple[str, str]) -> None:
+    """3 tasks, 6 edges, 3 seeds, sd 1 point: the printed effect is called higher in about 80% of simulated graphs."""
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+
+    defs, data = keyword_tasks
+    result = CliRunner().invoke(main, ["pairwise", "--tasks", "kw-few,kw-all,kw-noise", "--task-defs", defs,
+                                       "--data-dir", data, "--output", str(tmp_path / "s"), "--seeds", "3",
+                                       "--epochs", "1", "--dry-run", "--sd", "0.01", "--effect", "0.03"])
+    assert result.exit_code == 0, result.output
+    assert "detectable effects at 3 seeds over 6 comparison(s)" in result.output
+    assert re.search(r"a true Δ of \+3\.00 points needs \d+ seeds to be called higher", result.output)
+    effect = _reached(result.output)
+    found = simulate_states(np.array([effect] + [0.0] * 5), 0.01, Design("fixed 3", 3, 3), runs=3000, seed=11)
+    assert 0.77 <= float((found["direction"][:, 0] == 1).mean()) <= 0.88  # Holm's first level is Bonferroni's
+    without = CliRunner().invoke(main, ["pairwise", "--tasks", "kw-few,kw-all", "--task-defs", defs, "--data-dir",
+                                        data, "--output", str(tmp_path / "t"), "--dry-run"])
+    assert "2 comparisons at 3 seeds: give --sd" in without.output
+
+
+def test_transfer_dry_run_and_report_power_state_the_detectable_effects(
+        tmp_path: Path, keyword_tasks: tuple[str, str], micro_encoder: str) -> None:
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+
+    defs, data = keyword_tasks
+    result = CliRunner().invoke(main, ["transfer", "--refine-on", "kw-all,kw-noise", "--targets", "kw-few",
+                                       "--sizes", "8,16", "--task-defs", defs, "--data-dir", data, "--encoder",
+                                       micro_encoder, "--output", str(tmp_path / "t"), "--seeds", "4", "--dry-run",
+                                       "--sd", "0.02"])
+    assert result.exit_code == 0, result.output
+    assert "detectable effects at 4 seeds over 2 comparison(s)" in result.output  # one start, two sizes
+    found = simulate_states(np.array([_reached(result.output), 0.0]), 0.02, Design("fixed 4", 4, 4), runs=3000,
+                            seed=12)
+    assert 0.77 <= float((found["direction"][:, 0] == 1).mean()) <= 0.88
+    shown = CliRunner().invoke(main, ["report", "--power", str(REPO / "examples" / "pairwise_biomedical")])
+    assert shown.exit_code == 0, shown.output
+    assert "detectable effects at 8 seeds over 12 comparison(s)" in shown.output and "the median over" in shown.output

@@ -40,6 +40,9 @@ class ReportOptions:
     looks: str | None = None  # FIRST:LAST, the adaptive looks of a study whose file does not record them
     in_place: bool = False  # write a study judged under another rule over its own files
     primary: str | None = None  # the comparison judged alone at alpha
+    power: bool = False  # a study's detectable effects instead of its verdicts
+    sd: float | None = None  # --power: the per-seed sd of Δ (None: measured on the study's comparisons)
+    effect: float | None = None  # --power: the true Δ whose seeds needed are stated
 
     def decision_rule(self, saved: dict | None = None) -> "Rule":
         """The rule to judge with: --rule (else the one `saved`, a study's summary file, was judged by), --correction,
@@ -111,6 +114,35 @@ def _curves(paths: list[Path], options: ReportOptions) -> list[str]:
     from mtbio.reporting.tables import write_curves
 
     return [f"written: {write_curves(path)}" for path in paths]
+
+
+def _comparisons(data: object) -> list[dict]:
+    """Every saved comparison (a dict with per-seed Δ) anywhere in a study's summary file."""
+    if isinstance(data, dict):
+        if "per_seed" in data and "delta" in data and "n_seeds" in data:
+            return [data]
+        return [c for value in data.values() for c in _comparisons(value)]
+    return [c for value in data for c in _comparisons(value)] if isinstance(data, list) else []
+
+
+@register_report("power", lambda paths, options: options.power)
+def _power(paths: list[Path], options: ReportOptions) -> list[str]:
+    """`mtbio report --power DIR`: what the study's design can decide, from --sd or its measured per-seed sd of Δ."""
+    import statistics
+
+    from mtbio.reporting.rule_power import power_lines
+
+    if len(paths) != 1 or not (paths[0] / "sweep.json").is_file() and not list(paths[0].glob("*.json")):
+        raise MtbioError("--power takes one study directory (pairwise, stilt, transfer, select)")
+    files = [f for f in sorted(paths[0].glob("*.json")) if f.name not in ("sweep.json", "cells.json", "declared.json")]
+    cells = [c for f in files for c in _comparisons(json.loads(f.read_text())) if c.get("sd") is not None]
+    if not cells:
+        raise MtbioError(f"{paths[0]}: no saved comparisons with per-seed differences (not a finished study?)")
+    n = int(statistics.median(c["n_seeds"] for c in cells))
+    measured = statistics.median(c["sd"] for c in cells)
+    sd, basis = (options.sd, "given") if options.sd else (measured, f"the median over its {len(cells)} comparisons")
+    min_delta = cells[0].get("min_delta") or 0.01
+    return power_lines(sd, n, len(cells), min_delta, effect=options.effect, basis=basis)
 
 
 def _is_affinity(path: Path) -> bool:

@@ -26,6 +26,10 @@ class StudyConfig(RunConfig):
         "its level split over adaptive looks and the family; v3 also reads it against 0 (higher/lower with the size "
         "settled or not, within the threshold, no effect beyond it); v1 is the rule before (p < alpha and |mean| ≥ "
         "min-delta), kept for comparison.", group="sweep")
+    sd: float | None = option(None, "--dry-run: the per-seed sd of Δ (metric units, e.g. 0.01 for one point) to "
+                              "state the smallest effect each verdict can reach at --seeds.", group="sweep", gt=0)
+    effect: float | None = option(None, "--dry-run with --sd: the true Δ whose seeds needed are stated (default: "
+                                  "twice the threshold).", group="sweep", gt=0)
     primary: str | None = option(None, "One comparison declared primary (as the report names it, e.g. "
                                  "ddi->bc5cdr-chem), judged alone at --alpha; the others form the secondary family.",
                                  group="sweep")

@@ -149,3 +149,25 @@ def seeds_needed(effect: float, sd: float, m: int, min_delta: float = 0.01, alph
         if all(v is not None for v in found.values()):
             break
     return found
+
+
+def power_lines(sd: float, n: int, m: int, min_delta: float = 0.01, alpha: float = 0.05, effect: float | None = None,
+                basis: str = "given", scale: float = 100.0, power: float = 0.8) -> list[str]:
+    """What a study of `m` comparisons at `n` seeds can decide with per-seed sd of Δ `sd` (`basis`: where it came
+    from), in points (`scale` 100; 1: the metric's units): the smallest effect each state reaches in `power` of
+    studies, and the seeds `effect` (default twice the threshold) needs."""
+    unit = " points" if scale == 100 else ""
+    threshold = f"{scale * min_delta:g}" + (" point" if scale * min_delta == 1 else unit)
+    found = detectable(sd, n, m, min_delta, alpha, power)
+    effect = 2 * min_delta if effect is None else effect
+    needs = seeds_needed(effect, sd, m, min_delta, alpha, power)
+    seeds = {k: f"{v} seeds" if v is not None else "more than 200 seeds" for k, v in needs.items()}
+    return [f"detectable effects at {n} seeds over {m} comparison(s) (alpha {alpha:g}, the first Holm level "
+            f"{alpha / max(m, 1):.3g}), per-seed sd of Δ {scale * sd:.3g}{unit} ({basis}), in {power:.0%} of studies:",
+            f"  higher / lower (size not settled or more): true |Δ| ≥ {scale * found['direction']:.2f}{unit}",
+            f"  higher / lower by more than the threshold ({threshold}): true |Δ| ≥ "
+            f"{scale * found['beyond']:.2f}{unit}",
+            f"  no effect beyond the threshold: a true Δ of 0 is shown inside ±{threshold} in "
+            f"{found['no_effect']:.0%} of studies",
+            f"  a true Δ of {scale * effect:+.2f}{unit} needs {seeds['direction']} to be called higher, "
+            f"{seeds['beyond']} to be called higher by more than the threshold"]
