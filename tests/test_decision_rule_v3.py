@@ -119,7 +119,7 @@ def test_a_primary_comparison_is_judged_alone_at_alpha() -> None:
     assert primary["e0"]["verdict"] == "higher, size not settled" and primary["e0"]["primary"] is True
     assert primary["e0"]["p_adjusted_zero"] == pytest.approx(primary["e0"]["p_value"])  # alone: not adjusted
     assert family["primary"] == "e0" and family["m"] == 4 and "e0" not in family["tests"]
-    assert state_text(primary["e0"]).endswith("(primary)")
+    assert state_text(primary["e0"]).startswith("higher, size not settled (primary) [")
     with pytest.raises(ValueError, match="'e9' is not among"):
         correct(_cells(*rows), Rule("v3", primary="e9"))
 
@@ -184,3 +184,22 @@ def test_transfer_dry_run_and_report_power_state_the_detectable_effects(
     shown = CliRunner().invoke(main, ["report", "--power", str(REPO / "examples" / "pairwise_biomedical")])
     assert shown.exit_code == 0, shown.output
     assert "detectable effects at 8 seeds over 12 comparison(s)" in shown.output and "the median over" in shown.output
+
+
+def test_report_judges_a_declared_primary_comparison_alone_and_says_so(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+    from mtbio.reporting.relations import build_stilt, write_stilt
+
+    seeds = [42, 43, 44]
+    base = {"t": {s: 0.5 for s in seeds}, "u": {s: 0.5 for s in seeds}}
+    moved = {("i", "t"): {s: 0.5 + d for s, d in zip(seeds, [0.01, 0.015, 0.02])},
+             **{(name, target): {s: 0.5 + d for s, d in zip(seeds, noise)} for (name, target), noise in
+                {("i", "u"): [0.0, 0.01, -0.01], ("j", "t"): [0.01, -0.02, 0.0], ("j", "u"): [0.0, 0.005, -0.01],
+                 ("k", "t"): [0.02, -0.01, 0.0]}.items()}}
+    write_stilt(tmp_path, build_stilt({"t": "accuracy", "u": "accuracy"}, ["i", "j", "k"], base, moved, Rule("v3")))
+    result = CliRunner().invoke(main, ["report", str(tmp_path), "--rule", "v3", "--primary", "i->t"])
+    assert result.exit_code == 0, result.output
+    assert "primary: i->t, judged alone at alpha; secondary family: holm over 4 tests" in result.output
+    assert "i → t: 3 seeds" in result.output and "higher, size not settled (primary), decided" in result.output

@@ -330,7 +330,7 @@ def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, A
         p = "" if cell["p_value"] is None else f", p (two-sided) {cell['p_value']:.3f}"
         adjusted = "" if cell.get("p_adjusted") is None else f", adj. p {cell['p_adjusted']:.3f}"
         lines.append(f"  {name}: {cell['n_seeds']} seeds, Δ {cell['delta']:+.4f}{interval}{p}{adjusted}, "
-                     f"{verdict_text(cell)}, {cell.get('state', '?')}{' (primary)' if cell.get('primary') else ''}")
+                     f"{verdict_text(cell)}, {cell.get('state', '?')}")
     return lines
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from mtbio.reporting.spending import look_weights
 from mtbio.reporting.verdicts import null_minimum
 
-HIGHER, LOWER, BEYOND, WITHIN, NONE = 1, -1, "beyond", "within", "none"
+BEYOND, WITHIN, NONE = "beyond", "within", "none"  # the size a verdict claims
 
 
 def _t_p(mean: np.ndarray, se: np.ndarray, df: np.ndarray | float, shift: float) -> tuple[np.ndarray, np.ndarray]:

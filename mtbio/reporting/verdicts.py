@@ -221,7 +221,8 @@ def verdict_word(cell: Mapping[str, Any]) -> str:
 
 def verdict_text(cell: Mapping[str, Any]) -> str:
     """A cell's verdict as every page and console line writes it: "no verdict (why)" for a cell withheld or with
-    fewer than `MIN_SEEDS` seeds, "undecided" when its interval settles neither way, else its decided state."""
+    fewer than `MIN_SEEDS` seeds, "undecided" when its interval settles neither way, else its decided state;
+    "(primary)" after a declared primary comparison's."""
     seeds = cell.get("n_seeds", MIN_SEEDS)
     if cell.get("withheld"):
         return f"no verdict ({cell['withheld']})"
@@ -229,19 +230,19 @@ def verdict_text(cell: Mapping[str, Any]) -> str:
         return f"no verdict ({seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS})"
     if cell.get("verdict") is None:
         return "not judged (never corrected over a family)"
-    return verdict_word(cell)
+    return verdict_word(cell) + (" (primary)" if cell.get("primary") else "")
 
 
 def state_text(cell: Mapping[str, Any], scale: float = 1.0) -> str:
     """The verdict with the interval it was read from, e.g. "lower, size not settled [-1.92, -0.10] at 99.8%"
-    (`scale` 100: in points); "(primary)" for a declared primary comparison."""
+    (`scale` 100: in points)."""
     text = verdict_text(cell)
     ci, size = cell.get("ci"), cell.get("ci_size")
     if ci is not None and not cell.get("withheld") and cell.get("verdict") is not None:
         text += f" [{scale * ci[0]:+.2f}, {scale * ci[1]:+.2f}] at {100 * cell.get('ci_level', 0.95):.3g}%"
         if size is not None:
             text += f" (its size: [{scale * size[0]:+.2f}, {scale * size[1]:+.2f}] at {100 * cell['ci_size_level']:.3g}%)"
-    return text + (" (primary)" if cell.get("primary") else "")
+    return text
 
 
 def direction(cell: Mapping[str, Any]) -> int:
