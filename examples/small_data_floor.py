@@ -24,7 +24,7 @@ import yaml
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
 from mtbio.model.floor import best_baseline
-from mtbio.reporting.verdicts import HURTS, MIN_SEEDS, Rule, compare, correct, verdict_text
+from mtbio.reporting.verdicts import MIN_SEEDS, Rule, compare, correct, harms, verdict_text
 
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
@@ -149,7 +149,7 @@ def build(results: Path) -> dict[str, Any]:
     def holds(tests: dict[str, Any]) -> dict[str, int]:
         """Points judged (all their seeds in), how many hold, and how many still wait for seeds."""
         judged = [cell for cell in tests.values() if cell["n_seeds"] >= MIN_SEEDS]
-        return {"points": len(judged), "held": sum(cell["verdict"] != HURTS for cell in judged),
+        return {"points": len(judged), "held": sum(not harms(cell) for cell in judged),
                 "waiting": len(tests) - len(judged)}
 
     summary = {**RULE.fields(), "rows": rows, "families": families,

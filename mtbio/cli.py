@@ -646,7 +646,9 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
-@click.option("--output", type=click.Path(dir_okay=False), help="Also write the markdown table to this file.")
+@click.option("--output", type=click.Path(),
+              help="Also write the markdown table to this file; for a study directory judged under another rule "
+                   "(--rule, --looks, --correction, --primary), the folder its re-judged files go to.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False),
               help="CSV to write (default: beside --output; none without either); the JSON it was made from goes "
                    "beside it. The run directories are left as they are.")
@@ -664,10 +666,27 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
                    "(repeatable), e.g. ddi=macro_f1 for DDI's macro F1 over its four interaction types.")
 @click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
               help="Multiplicity control across the table's --compare-to tests: holm, bh (Benjamini–Hochberg) or none.")
-@click.option("--rule", type=click.Choice(["v2", "v1"]), default="v2", show_default=True,
-              help="Decision rule for --compare-to and for a study directory's comparisons, judged again from their "
-                   "per-seed scores without training: v2 (the interval against ±min-delta, level split over looks and "
-                   "family) or v1 (the rule before, for comparison).")
+@click.option("--rule", type=click.Choice(["v2", "v3", "v1"]),
+              help="Decision rule for --compare-to (default v2) and for a study directory's comparisons (default: the "
+                   "rule its file was judged by), judged again from their per-seed scores without training: v2 (the "
+                   "interval against ±min-delta, level split over looks and family), v3 (v2 and the interval "
+                   "against 0: a direction decided apart from its size) or v1 (the rule before, for comparison). "
+                   "Another rule than the study's own is printed (and written to --output DIR), not written over "
+                   "the study's files unless --in-place.")
+@click.option("--in-place", is_flag=True,
+              help="With --rule, --looks, --correction or --primary on a study directory: write the re-judged "
+                   "files over the study's own.")
+@click.option("--power", is_flag=True,
+              help="For a study directory: the smallest effect each verdict can reach at its seeds and over its "
+                   "comparisons, from --sd or the per-seed sd of Δ measured on its comparisons, and the seeds "
+                   "--effect needs.")
+@click.option("--sd", type=click.FloatRange(min=0, min_open=True),
+              help="With --power: the per-seed sd of Δ, in the metric's units (0.01: one point).")
+@click.option("--effect", type=click.FloatRange(min=0, min_open=True),
+              help="With --power: the true Δ whose seeds needed are stated (default: twice the threshold).")
+@click.option("--primary", metavar="COMPARISON",
+              help="Judge this comparison (as the report names it, e.g. ddi->bc5cdr-chem) alone at alpha; the "
+                   "others form the secondary family, corrected among themselves.")
 @click.option("--looks", metavar="FIRST:LAST",
               help="A study run with adaptive seeds whose file does not record them: its first and last seed count "
                    "(e.g. 3:8), so v2 spends the level over those looks.")
@@ -676,7 +695,8 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
                    "RUN_DIR/curves.png (from its metrics.jsonl).")
 def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], output: str | None, csv_path: str | None,
            trivial: bool, data_dir: str | None, compare_to: str | None, compare_each: bool,
-           metric_overrides: tuple[str, ...], curves: bool, correction: str, rule: str, looks: str | None) -> None:
+           metric_overrides: tuple[str, ...], curves: bool, correction: str, rule: str | None, in_place: bool,
+           primary: str | None, power: bool, sd: float | None, effect: float | None, looks: str | None) -> None:
     """Tables of saved results: runs side by side (mean ± sd over seeds), or a sweep's gain matrix.
 
     Each RUN_DIR is a run, a folder of runs, or a folder of seed runs (one column each); a pairwise
@@ -688,7 +708,7 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from mtbio.experiments.reports import ReportOptions, render_report
 
     options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
-                            metric_overrides, curves, correction, rule, looks)
+                            metric_overrides, curves, correction, rule, looks, in_place, primary, power, sd, effect)
     for line in render_report([Path(p) for p in run_dirs], options):
         click.echo(line)
 

@@ -113,10 +113,10 @@ def test_report_rejudges_a_saved_study_under_either_rule(tmp_path: Path) -> None
     moved = {("i", "t"): {s: 0.5 + d for s, d in zip(seeds, [0.010, 0.020, 0.013, 0.017, 0.008, 0.022])}}
     write_stilt(tmp_path, build_stilt({"t": "accuracy"}, ["i"], base, moved, Rule(version="v1")))
     assert json.loads((tmp_path / "stilt.json").read_text())["targets"][0]["intermediate"]["i"]["verdict"] == IMPROVES
-    result = CliRunner().invoke(cli.main, ["report", str(tmp_path)])
+    result = CliRunner().invoke(cli.main, ["report", str(tmp_path), "--rule", "v2", "--in-place"])
     assert result.exit_code == 0, result.output
     saved = json.loads((tmp_path / "stilt.json").read_text())
     cell = saved["targets"][0]["intermediate"]["i"]
     assert saved["decision_rule"]["version"] == "v2" and cell["state"] == UNDECIDED and "undecided" in result.output
-    result = CliRunner().invoke(cli.main, ["report", str(tmp_path), "--rule", "v1"])
+    result = CliRunner().invoke(cli.main, ["report", str(tmp_path), "--rule", "v1", "--in-place"])
     assert json.loads((tmp_path / "stilt.json").read_text())["targets"][0]["intermediate"]["i"]["verdict"] == IMPROVES

@@ -323,7 +323,8 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
 def test_sequential_error_script_writes_its_rows(tmp_path: Path) -> None:
     """examples/sequential_error.py with a few simulated graphs: a row per spread and design, rates in [0, 1]."""
     done = subprocess.run([sys.executable, str(REPO / "examples" / "sequential_error.py"), "--runs", "3",
-                           "--power-runs", "2", "--output", str(tmp_path)], capture_output=True, text=True)
+                           "--power-runs", "2", "--v3-runs", "20", "--output", str(tmp_path)],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [(r["rule"], r["design"], r["sd_points"]) for r in summary["null"]][:2] == [
@@ -331,6 +332,9 @@ def test_sequential_error_script_writes_its_rows(tmp_path: Path) -> None:
     assert len(summary["null"]) == 20 and all(0 <= r["family_wise_error"] <= 1 for r in summary["null"])
     assert len(summary["power"]) == 15 and all(0 <= r["power"] <= 1 for r in summary["power"])
     assert all(r["mean_seeds"] == 8 for r in summary["null"] if r["design"] == "fixed 8")
+    v3 = json.loads((tmp_path / "v3.json").read_text())["rows"]  # 4 designs × (4 null + 3 + 3 spreads)
+    assert len(v3) == 40 and all(0 <= r["false_direction"] <= 1 and 0 <= r["false_size"] <= 1 for r in v3)
+    assert all("power_higher" in r for r in v3 if r["scenario"] == "one +2-point edge")
 
 
 def test_decision_rule_v2_lists_every_committed_change(tmp_path: Path) -> None:

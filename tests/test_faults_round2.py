@@ -230,9 +230,9 @@ def test_f7_the_warning_and_the_card_say_below_when_a_score_is_below_its_trivial
                                                                                        caplog: pytest.LogCaptureFixture) -> None:
     from mtbio.evaluation.trivial import trivial_relation
 
-    assert trivial_relation(0.47, 0.53, "accuracy") == "below its trivial score"
+    assert trivial_relation(0.47, 0.53, "accuracy") == "below its trivial score by 6.0 points"
     assert trivial_relation(0.535, 0.53, "accuracy") == "within a point of its trivial score"
-    assert trivial_relation(0.60, 0.53, "mse") == "below its trivial score"  # lower is better for mse
+    assert trivial_relation(0.60, 0.53, "mse") == "below its trivial score by 0.07"  # lower is better for mse
     run = runs / "rel" / "demo-relation"
     results = json.loads((run / "results.json").read_text())
     score, trivial = results["dev"]["demo-relation"]["micro_f1"], results["trivial"]["demo-relation"]

@@ -76,7 +76,7 @@ def test_compare_each_tests_every_column_against_the_baseline(tmp_path: Path) ->
     assert ddi["verdicts"]["up"]["delta"] == pytest.approx(0.04)
     assert ddi["verdicts"]["up"]["sd"] == pytest.approx(0.02 ** 0.5 / 10)
     # two seeds: the same −10 on both, and still no verdict (a verdict needs 3 seeds)
-    assert ddi["verdicts"]["down"]["verdict"] == "no effect" and ddi["verdict"] == ddi["verdicts"]["down"]
+    assert ddi["verdicts"]["down"]["verdict"] == "no verdict" and ddi["verdict"] == ddi["verdicts"]["down"]
     assert ddi["verdicts"]["down"]["withheld"] == "2 seeds: a verdict needs at least 3"
     result = CliRunner().invoke(cli.main, ["report", str(base), str(up), str(down), "--label", "standard", "--label", "up",
                                            "--label", "down", "--compare-to", "standard", "--compare-each",

@@ -64,7 +64,7 @@ def test_select_ranks_verifies_compares_and_resumes(tmp_path: Path, micro_encode
     outcome = result["outcome"]
     assert set(outcome["scores"]) == {"alone", "selected", "all"}
     assert set(outcome["comparisons"]) == {"selected vs alone", "all vs alone", "selected vs all"}
-    assert all(c["n_seeds"] == 2 and c["verdict"] in ("improves", "hurts", "no effect")
+    assert all(c["n_seeds"] == 2 and c["verdict"] == "no verdict"
                for c in outcome["comparisons"].values())
     assert outcome["family"]["m"] <= 3 and outcome["family"]["correction"] == "holm"
     saved = json.loads((out / "select.json").read_text())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mtbio.data.example import Example
-from mtbio.evaluation.metrics import metric_sign, score_task
+from mtbio.evaluation.metrics import metric_scale, metric_sign, score_task
 from mtbio.tasks.schema import TaskDef
 
 
@@ -46,6 +46,11 @@ def near_trivial(score: float, trivial: float, metric: str) -> bool:
 
 
 def trivial_relation(score: float, trivial: float, metric: str) -> str:
-    """How a not-learned score stands to its trivial score, in words: below it, or within a point of it."""
-    return ("below its trivial score" if metric_sign(metric) * (score - trivial) < 0
-            else "within a point of its trivial score")
+    """How a not-learned score stands to its trivial score, in words: "below its trivial score by 15.0 points" (in
+    the metric's own units where it is not a 0–1 score), or "within a point of its trivial score"."""
+    gap = metric_sign(metric) * (trivial - score)
+    if gap <= 0:
+        return "within a point of its trivial score"
+    scale = metric_scale(metric)
+    return f"below its trivial score by {gap * scale:.1f} points" if scale == 100 else \
+        f"below its trivial score by {gap:.4g}"

@@ -36,27 +36,48 @@ class ReportOptions:
     metric_overrides: tuple[str, ...] = ()
     curves: bool = False
     correction: str = "holm"
-    rule: str = "v2"
+    rule: str | None = None  # None: a study's own rule (its file's), v2 for a runs table
     looks: str | None = None  # FIRST:LAST, the adaptive looks of a study whose file does not record them
+    in_place: bool = False  # write a study judged under another rule over its own files
+    primary: str | None = None  # the comparison judged alone at alpha
+    power: bool = False  # a study's detectable effects instead of its verdicts
+    sd: float | None = None  # --power: the per-seed sd of Δ (None: measured on the study's comparisons)
+    effect: float | None = None  # --power: the true Δ whose seeds needed are stated
 
     def decision_rule(self, saved: dict | None = None) -> "Rule":
-        """The rule to judge with: --rule and --correction, the looks from --looks or else from `saved` (a study's
-        summary file)."""
-        from mtbio.reporting.rejudge import saved_looks
+        """The rule to judge with: --rule (else the one `saved`, a study's summary file, was judged by), --correction,
+        --primary, the looks from --looks or else from `saved`."""
+        from dataclasses import replace
+
+        from mtbio.reporting.rejudge import recorded_rule
         from mtbio.reporting.verdicts import Rule
 
-        looks = saved_looks(saved) if saved else None
+        base = recorded_rule(saved) if saved else Rule()
+        looks = base.looks
         if self.looks:
             first, _, last = self.looks.partition(":")
             if not (first.isdigit() and last.isdigit() and 2 <= int(first) <= int(last)):
                 raise MtbioError(f"--looks {self.looks}: expected FIRST:LAST seeds, e.g. 3:8")
             looks = (int(first), int(last))
-        return Rule(self.rule, correction=self.correction, looks=looks)
+        return replace(base, version=self.rule or base.version, correction=self.correction, looks=looks,
+                       primary=self.primary or base.primary)
+
+    @property
+    def rejudging(self) -> bool:
+        """Whether the options ask for another rule than a study's own (--rule, --looks, --correction, --primary)."""
+        return bool(self.rule or self.looks or self.primary) or self.correction != "holm"
+
+    def study_output(self, path: Path) -> Path | None:
+        """Where a study's files judged under these options go: the study itself when its own rule is asked (or
+        with --in-place), else the --output folder, else nowhere (printed only)."""
+        if self.in_place or not self.rejudging:
+            return path
+        return Path(self.output) if self.output else None
 
     @property
     def table_options(self) -> bool:
         """Whether any option of the runs table was given."""
-        return bool(self.labels or self.output or self.csv_path or self.trivial or self.compare_to or self.compare_each
+        return bool(self.labels or self.csv_path or self.trivial or self.compare_to or self.compare_each
                     or self.metric_overrides)
 
 
@@ -95,6 +116,35 @@ def _curves(paths: list[Path], options: ReportOptions) -> list[str]:
     return [f"written: {write_curves(path)}" for path in paths]
 
 
+def _comparisons(data: object) -> list[dict]:
+    """Every saved comparison (a dict with per-seed Δ) anywhere in a study's summary file."""
+    if isinstance(data, dict):
+        if "per_seed" in data and "delta" in data and "n_seeds" in data:
+            return [data]
+        return [c for value in data.values() for c in _comparisons(value)]
+    return [c for value in data for c in _comparisons(value)] if isinstance(data, list) else []
+
+
+@register_report("power", lambda paths, options: options.power)
+def _power(paths: list[Path], options: ReportOptions) -> list[str]:
+    """`mtbio report --power DIR`: what the study's design can decide, from --sd or its measured per-seed sd of Δ."""
+    import statistics
+
+    from mtbio.reporting.rule_power import power_lines
+
+    if len(paths) != 1 or not (paths[0] / "sweep.json").is_file() and not list(paths[0].glob("*.json")):
+        raise MtbioError("--power takes one study directory (pairwise, stilt, transfer, select)")
+    files = [f for f in sorted(paths[0].glob("*.json")) if f.name not in ("sweep.json", "cells.json", "declared.json")]
+    cells = [c for f in files for c in _comparisons(json.loads(f.read_text())) if c.get("sd") is not None]
+    if not cells:
+        raise MtbioError(f"{paths[0]}: no saved comparisons with per-seed differences (not a finished study?)")
+    n = int(statistics.median(c["n_seeds"] for c in cells))
+    measured = statistics.median(c["sd"] for c in cells)
+    sd, basis = (options.sd, "given") if options.sd else (measured, f"the median over its {len(cells)} comparisons")
+    min_delta = cells[0].get("min_delta") or 0.01
+    return power_lines(sd, n, len(cells), min_delta, effect=options.effect, basis=basis)
+
+
 def _is_affinity(path: Path) -> bool:
     from mtbio.reporting.affinity import AFFINITY  # each study's layout is registered where its summary is written
 
@@ -107,7 +157,7 @@ def _affinity(paths: list[Path], options: ReportOptions) -> list[str]:
 
     affinities = [p for p in paths if _is_affinity(p)]
     others = [p for p in paths if p not in affinities]
-    if len(affinities) > 1 or len(others) > 1 or options.table_options:
+    if len(affinities) > 1 or len(others) > 1 or options.table_options or options.output:
         raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
                          "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
     if not others:
@@ -134,21 +184,27 @@ def _is_sweep(path: Path) -> bool:
 @register_report("sweep", lambda paths, options: any(_is_sweep(p) for p in paths))
 def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
     from mtbio.experiments.pairwise import rebuild_relations
-    from mtbio.reporting.relations import PAIRWISE, STILT, report_relations, write_stilt
+    from mtbio.reporting.relations import PAIRWISE, STILT, format_study, write_relations, write_stilt
 
-    lines = []
-    for path in paths:  # a pairwise sweep's files are rebuilt from its finished cells, whatever is still running
-        if _is_pairwise_sweep(path):
-            saved = _saved(path, PAIRWISE)
-            lines += [f"written: {written}" for written in rebuild_relations(path, options.decision_rule(saved))]
-        if STILT.found_in(path):  # judged again from the saved per-seed scores
-            stilt = _rejudged(path, STILT, options)
-            lines += [f"written: {written}" for written in write_stilt(path, stilt)]
-    sweeps = [p for p in paths if _graphs_in(p)]
-    if len(sweeps) != len(paths) or options.table_options:
+    sweeps = [p for p in paths if _is_sweep(p)]
+    if len(sweeps) != len(paths) or options.table_options or (options.output and len(paths) > 1):
         raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
-                         "--output, --csv, --trivial or --compare-to)")
-    return lines + ["\n\n".join(report_relations(p) for p in sweeps)]
+                         "--csv, --trivial or --compare-to; --output DIR takes one sweep)")
+    lines, texts = [], []
+    for path in paths:
+        target = options.study_output(path)
+        if _is_pairwise_sweep(path) and target == path:  # rebuilt from its finished cells, whatever still runs
+            lines += [f"written: {w}" for w in rebuild_relations(path, options.decision_rule(_saved(path, PAIRWISE)))]
+            texts.append(format_study(json.loads(SweepDir(path).summary_file(PAIRWISE).read_text())))
+        elif PAIRWISE.found_in(path):  # judged again from the saved per-seed scores, written elsewhere or not at all
+            relations = _rejudged(path, PAIRWISE, options)
+            lines += [f"written: {w}" for w in write_relations(target, relations)] if target else []
+            texts.append(format_study(relations))
+        if STILT.found_in(path):
+            stilt = _rejudged(path, STILT, options)
+            lines += [f"written: {w}" for w in write_stilt(target, stilt)] if target else []
+            texts.append(format_study(stilt))
+    return lines + ["\n\n".join(texts)]
 
 
 def _is_transfer(path: Path) -> bool:
@@ -164,7 +220,8 @@ def _transfer(paths: list[Path], options: ReportOptions) -> list[str]:
     if len(paths) > 1 or options.table_options:
         raise MtbioError("a transfer directory is reported alone: mtbio report TRANSFER_DIR")
     table = _rejudged(paths[0], TRANSFER, options)
-    return [format_transfer(table), *(f"written: {p}" for p in write_transfer(paths[0], table))]
+    target = options.study_output(paths[0])
+    return [format_transfer(table), *(f"written: {p}" for p in (write_transfer(target, table) if target else []))]
 
 
 def _saved(path: Path, layout: StudyLayout) -> dict | None:
@@ -195,10 +252,13 @@ def _select(paths: list[Path], options: ReportOptions) -> list[str]:
     if len(paths) > 1 or options.table_options:
         raise MtbioError("a select directory is reported alone: mtbio report SELECT_DIR")
     result = _rejudged(paths[0], SELECT, options)
-    write_json(SweepDir(paths[0]).summary_file(SELECT), result)
     markdown = selection_markdown(result)
-    write_text(paths[0] / "select.md", markdown)
-    return [markdown, f"written: {SweepDir(paths[0]).summary_file(SELECT)} and select.md"]
+    target = options.study_output(paths[0])
+    if target is None:
+        return [markdown]
+    write_json(SweepDir(target).summary_file(SELECT), result)
+    write_text(target / "select.md", markdown)
+    return [markdown, f"written: {SweepDir(target).summary_file(SELECT)} and select.md"]
 
 
 @register_report("runs", lambda paths, options: True, fallback=True)

@@ -21,10 +21,18 @@ class StudyConfig(RunConfig):
     min_delta: float | None = option(None, "Smallest |mean Δ| that counts as an effect, in the metric's own units "
                                      "(default: each metric's registered threshold, one point of a 0–1 score).",
                                      group="sweep", ge=0)
-    rule: Literal["v1", "v2"] = option(
+    rule: Literal["v1", "v2", "v3"] = option(
         "v2", "Decision rule: v2 reads improves/hurts/no effect/undecided from the t interval against ±min-delta, "
-        "its level split over adaptive looks and the family; v1 is the rule before (p < alpha and |mean| ≥ "
+        "its level split over adaptive looks and the family; v3 also reads it against 0 (higher/lower with the size "
+        "settled or not, within the threshold, no effect beyond it); v1 is the rule before (p < alpha and |mean| ≥ "
         "min-delta), kept for comparison.", group="sweep")
+    sd: float | None = option(None, "--dry-run: the per-seed sd of Δ (metric units, e.g. 0.01 for one point) to "
+                              "state the smallest effect each verdict can reach at --seeds.", group="sweep", gt=0)
+    effect: float | None = option(None, "--dry-run with --sd: the true Δ whose seeds needed are stated (default: "
+                                  "twice the threshold).", group="sweep", gt=0)
+    primary: str | None = option(None, "One comparison declared primary (as the report names it, e.g. "
+                                 "ddi->bc5cdr-chem), judged alone at --alpha; the others form the secondary family.",
+                                 group="sweep")
     spending: Literal["obrien-fleming", "pocock"] = option(
         "obrien-fleming", "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
         group="sweep")

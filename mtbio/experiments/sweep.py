@@ -500,7 +500,31 @@ def dry_run_report(cells: list[Cell], config: StudyConfig, catalog: dict[str, Ta
                      f"~{format_duration(seconds)}  {cell.run_dir}")
     lines.append(disk_line(cells, config))
     lines.append(f"estimated time: ~{format_duration(total)} ({rates.basis}; loading data and models not counted)")
-    return "\n".join(lines)
+    return "\n".join(lines + power_plan(cells, config))
+
+
+def comparisons_in(cells: list[Cell]) -> int:
+    """How many comparisons a sweep's cells make: two per pair (each task the other's partner), one per transfer
+    from another encoder (start, target, size), counted once over the seeds."""
+    pairs = {c.tasks for c in cells if c.kind == "pair"}
+    starts = {(c.from_cell.parent.name if c.from_cell.name.startswith("seed-") else c.from_cell.name, c.tasks,
+               c.max_train_examples) for c in cells if c.kind == "transfer" and c.from_cell is not None}
+    return 2 * len(pairs) + len(starts)
+
+
+def power_plan(cells: list[Cell], config: StudyConfig) -> list[str]:
+    """--dry-run's detectable effects at the sweep's seeds (fixed --seeds, or --max-seeds' cap), from --sd."""
+    from mtbio.reporting.rule_power import power_lines
+
+    m = comparisons_in(cells)
+    if not m:
+        return []
+    n = config.max_seeds or config.seeds or DEFAULT_SEEDS
+    if config.sd is None:
+        return [f"{m} comparisons at {n} seeds: give --sd (the per-seed sd of Δ, e.g. 0.01 for one point) to see the "
+                "smallest effect each verdict can reach"]
+    min_delta = config.min_delta if config.min_delta is not None else 0.01
+    return power_lines(config.sd, n, m, min_delta, config.alpha, config.effect)
 
 
 # ---- --dry-run: the disk the sweep will hold ---------------------------------------------------------

@@ -516,7 +516,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
                                                                                   t.metric))
     for task in (t for t in tasks if t.name in not_learned):
         score = dev[task.name][task.metric]
-        log.warning("%s: not learned: dev %s %.4f is %s %.4f (check the learning rate and the training length)",
+        log.warning("%s: not learned: dev %s %.4f is %s (%.4f; check the learning rate and the training length)",
                     task.name, task.metric, score, trivial_relation(score, trivial[task.name], task.metric),
                     trivial[task.name])
     below = {}

@@ -23,7 +23,7 @@ from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from mtbio.fileio import save_figure  # noqa: E402
-from mtbio.reporting.verdicts import COLOURS, DECIDED, HURTS, IMPROVES, MIN_SEEDS, NO_EFFECT  # noqa: E402
+from mtbio.reporting.verdicts import DECIDED, GREEN, GREY, MIN_SEEDS, RED, colour, direction  # noqa: E402
 
 
 def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None = None,
@@ -46,19 +46,19 @@ def plot_relation_graph(relations: dict[str, Any], path: Path, title: str | None
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=3200, node_color="#e3f2fd", edgecolors="#1565c0")
     nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=9)
     style = "arc3,rad=0.18"
-    for verdict in (NO_EFFECT, HURTS, IMPROVES):  # significant edges drawn last, on top
-        edges = [(u, v) for u, v, d in graph.edges(data=True) if d["verdict"] == verdict]
+    for shade in (GREY, RED, GREEN):  # edges with a decided direction drawn last, on top
+        edges = [(u, v) for u, v, d in graph.edges(data=True) if colour(d) == shade]
         if not edges:
             continue
-        widths = [1.0 if verdict == NO_EFFECT else 1.5 + 40 * min(abs(graph.edges[e]["delta"]), 0.05)
+        widths = [1.0 if shade == GREY else 1.5 + 40 * min(abs(graph.edges[e]["delta"]), 0.05)
                   for e in edges]
         styles = [("dotted" if graph.edges[e].get("state", DECIDED) != DECIDED else "dashed")
-                  if verdict == NO_EFFECT else "solid" for e in edges]
-        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=COLOURS[verdict], width=widths,
+                  if shade == GREY else "solid" for e in edges]
+        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=shade, width=widths,
                                style=styles, arrows=True, arrowsize=18,
-                               node_size=3200, connectionstyle=style, alpha=0.7 if verdict == NO_EFFECT else 1.0)
+                               node_size=3200, connectionstyle=style, alpha=0.7 if shade == GREY else 1.0)
         nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels={e: number.format(graph.edges[e]["delta"]) for e in edges},
-                                     font_color=COLOURS[verdict], font_size=8, connectionstyle=style, label_pos=0.3,
+                                     font_color=shade, font_size=8, connectionstyle=style, label_pos=0.3,
                                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     withheld = sum(1 for e in relations["edges"] if e.get("withheld"))
     note = (f"\n{withheld} of {len(relations['edges'])} edges get no verdict (grey): "
@@ -116,7 +116,7 @@ def _cell_text(cell: dict[str, Any], digits: int = 3) -> str:
     """'+0.012 ±0.004' and, for an effect, its verdict on a second line ('no verdict' when withheld)."""
     sd = f" ±{cell['sd']:.{digits}f}" if cell["sd"] is not None else ""
     verdict = ("\nno verdict" if cell.get("withheld") else
-               f"\n{cell['verdict']}" if cell["verdict"] != NO_EFFECT else "")
+               f"\n{cell['verdict']}" if direction(cell) else "")
     return f"{cell['delta']:+.{digits}f}{sd}{verdict}"
 
 

@@ -95,3 +95,13 @@ def saved_looks(data: Document) -> tuple[int, int] | None:
     if not looks and data.get("kind") == "select":
         looks = ((data.get("outcome") or {}).get("decision_rule") or {}).get("looks")
     return (int(looks[0]), int(looks[1])) if looks else None
+
+
+def recorded_rule(data: Document) -> Rule:
+    """The rule a summary file records it was judged by (v1 for a file that predates recording it)."""
+    found = (data.get("decision_rule") or (data.get("compare_to") or {}).get("decision_rule")
+             or ((data.get("outcome") or {}).get("decision_rule") if data.get("kind") == "select" else None) or {})
+    defaults = Rule()
+    return Rule(found.get("version", "v1"), found.get("alpha", defaults.alpha), found.get("min_delta"),
+                found.get("correction", defaults.correction), found.get("spending", defaults.spending),
+                saved_looks(data), found.get("primary"))

@@ -18,9 +18,9 @@ from typing import Any, Mapping
 
 from mtbio.fileio import open_for_write, write_json, write_text
 from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
-from mtbio.evaluation.trivial import near_trivial
-from mtbio.reporting.verdicts import (COLOURS, HURTS, IMPROVES, NO_EFFECT, UNDECIDED, Rule, Scores, compare, correct,
-                                      summary, verdict_text)
+from mtbio.evaluation.trivial import near_trivial, trivial_relation
+from mtbio.reporting.verdicts import (UNDECIDED, Rule, Scores, colour, compare, correct, direction, helps, summary,
+                                      verdict_text)
 from mtbio.run_dir import SweepDir, register_study
 
 PAIRWISE = register_study("pairwise", "relations.json", ("baselines", "pairs"))  # a task-relation graph
@@ -37,8 +37,9 @@ def withhold_unlearned(cell: dict[str, Any], target: str, metric: str, alone: Sc
         return
     means = [statistics.fmean(alone.values()), statistics.fmean(together.values())]
     if all(near_trivial(m, trivial, metric) for m in means):
-        cell["withheld"] = (f"{target}: not learned alone ({means[0]:.4f}) nor with the partner ({means[1]:.4f}): "
-                            f"within a point of its trivial score {trivial:.4f}")
+        cell["withheld"] = (f"{target}: not learned alone ({means[0]:.4f}, {trivial_relation(means[0], trivial, metric)}"
+                            f") nor with the partner ({means[1]:.4f}, {trivial_relation(means[1], trivial, metric)}): "
+                            f"trivial score {trivial:.4f}")
 
 
 def unlearned_tasks(relations: dict[str, Any]) -> list[str]:
@@ -161,16 +162,16 @@ def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
 def relations_dot(relations: dict[str, Any], title: str | None = None, number: str = "{:+.3f}") -> str:
     """Graphviz: one node per task (with its baseline), coloured edges labelled with Δ (`number`
     formats the edge value; `title` replaces the pairwise caption)."""
-    title = title or (f'pairwise MTL, {relations["split"]}, {len(relations["seeds"])} seed(s): green improves, red '
-                      'hurts, grey no effect')
+    title = title or (f'pairwise MTL, {relations["split"]}, {len(relations["seeds"])} seed(s): green higher, red '
+                      'lower, grey no direction decided')
     lines = ["digraph relations {", f'  label="{title}";', "  node [shape=ellipse, fontname=Helvetica];",
              "  edge [fontname=Helvetica, fontsize=10];"]
     for node in relations["nodes"]:
         lines.append(f'  "{node["task"]}" [label="{node["task"]}\\n{node["metric"]} {node["baseline"]["mean"]:.3f}"];')
     for edge in relations["edges"]:
-        style = "solid" if edge["verdict"] != NO_EFFECT else "dashed"
-        lines.append(f'  "{edge["source"]}" -> "{edge["target"]}" [color="{COLOURS[edge["verdict"]]}", '
-                     f'fontcolor="{COLOURS[edge["verdict"]]}", style={style}, label="{number.format(edge["delta"])}", '
+        style = "solid" if direction(edge) else "dashed"
+        lines.append(f'  "{edge["source"]}" -> "{edge["target"]}" [color="{colour(edge)}", '
+                     f'fontcolor="{colour(edge)}", style={style}, label="{number.format(edge["delta"])}", '
                      f'verdict="{edge["verdict"]}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -186,7 +187,7 @@ def write_graphml(relations: dict[str, Any], path: Path) -> None:
             attrs["baseline_sd"] = node["baseline"]["sd"]
         graph.add_node(node["task"], **attrs)
     for edge in relations["edges"]:
-        attrs = {"delta": edge["delta"], "verdict": edge["verdict"], "color": COLOURS[edge["verdict"]],
+        attrs = {"delta": edge["delta"], "verdict": edge["verdict"], "color": colour(edge),
                  "n_seeds": edge["n_seeds"],
                  "per_seed_delta": " ".join(f"{s}:{v['delta']:.6f}" for s, v in edge["per_seed"].items())}
         attrs.update({k: edge[k] for k in ("sd", "p_value") if edge[k] is not None})
@@ -251,7 +252,7 @@ def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
 
 
 # ---- `mtbio report` on a sweep directory -----------------------------------------------------------
-MARK = {IMPROVES: "+", HURTS: "-", NO_EFFECT: " "}
+MARK = {1: "+", -1: "-", 0: " "}  # by the direction a verdict claims
 
 
 def _pm(mean: float, sd: float | None, signed: bool = False) -> str:
@@ -284,18 +285,23 @@ def report_relations(run_dir: Path | str, only: str | None = None) -> str:
     return "\n\n".join(parts)
 
 
+def format_study(data: dict[str, Any]) -> str:
+    """A pairwise graph's or a STILT matrix's report from its summary file's content."""
+    return _report_stilt(data) if data.get("kind") == "stilt" else _report_pairwise(data)
+
+
 def _best(options: list[tuple[str, dict[str, Any]]]) -> str:
     if not options:
         return "no partner"
     name, cell = max(options, key=lambda item: item[1]["delta"])
-    return (f"{name} ({_pm(cell['delta'], cell['sd'], signed=True)}, {cell['verdict']})" if cell["verdict"] == IMPROVES
+    return (f"{name} ({_pm(cell['delta'], cell['sd'], signed=True)}, {cell['verdict']})" if helps(cell)
             else f"none helps (best: {name} {cell['delta']:+.4f}, {verdict_text(cell)})")
 
 
 def _legend(data: dict[str, Any]) -> str:
     threshold = "each metric's own" if data.get("min_delta") is None else f"{data['min_delta']:g}"
-    return (f"{data['split']} split, seeds {', '.join(map(str, data['seeds']))}; '+' improves, '-' hurts, unmarked "
-            f"no effect or undecided (rule {data.get('decision_rule', {}).get('version', 'v1')}, alpha "
+    return (f"{data['split']} split, seeds {', '.join(map(str, data['seeds']))}; '+' higher, '-' lower, unmarked "
+            f"no direction decided (rule {data.get('decision_rule', {}).get('version', 'v1')}, alpha "
             f"{data['alpha']:g}, min delta {threshold})")
 
 
@@ -315,6 +321,8 @@ def describe_reliability(data: dict[str, Any]) -> str:
 def _evidence_lines(named: list[tuple[str, dict[str, Any]]], family: dict[str, Any] | None) -> list[str]:
     """Per edge: seeds, Δ with the interval its state was read from, two-sided p and adjusted p, verdict, state."""
     lines = [f"family: {family['correction']} over {family['m']} tests" if family else "family: not corrected"]
+    if family and family.get("primary"):
+        lines[0] = f"primary: {family['primary']}, judged alone at alpha; secondary {lines[0]}"
     for name, cell in named:
         ci = cell.get("ci")
         level = f" {cell.get('ci_level', 0.95) * 100:.4g}%" if ci else ""
@@ -341,14 +349,15 @@ def _report_pairwise(relations: dict[str, Any]) -> str:
     rows = []
     for node in relations["nodes"]:
         target = node["task"]
-        cells = [(f"{edges[(target, s)]['delta']:+.4f}{MARK[edges[(target, s)]['verdict']]}"
+        cells = [(f"{edges[(target, s)]['delta']:+.4f}{MARK[direction(edges[(target, s)])]}"
                   if (target, s) in edges else "·") for s in tasks]
         rows.append([target, _pm(node["baseline"]["mean"], node["baseline"]["sd"]), *cells])
     unlearned = unlearned_tasks(relations)
     lines = ["Pairwise MTL gain matrix: Δ of the target (row) when trained together with the partner (column)",
              _legend(relations), withheld_note(relations["edges"]),
-             *([f"not learned alone (baseline within a point of its trivial score): {', '.join(unlearned)}"]
-               if unlearned else []), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
+             *([f"not learned alone: " + "; ".join(
+                 f"{n['task']} ({trivial_relation(n['baseline']['mean'], n['trivial'], n['metric'])})"
+                 for n in relations["nodes"] if n["task"] in unlearned)] if unlearned else []), "", _table(["target", "alone", *tasks], rows), "", "most helpful partner:"]
     for target in tasks:
         lines.append(f"  {target}: {_best([(s, edges[(target, s)]) for s in tasks if (target, s) in edges])}")
     lines += ["", *_evidence_lines([(f"{e['source']} → {e['target']}", e) for e in relations["edges"]],
@@ -362,7 +371,7 @@ def _report_stilt(stilt: dict[str, Any]) -> str:
     for row in stilt["targets"]:
         cells = row["intermediate"]
         rows.append([row["target"], _pm(row["baseline"]["mean"], row["baseline"]["sd"]),
-                     *(f"{cells[i]['score']['mean']:.4f} ({cells[i]['delta']:+.4f}){MARK[cells[i]['verdict']]}"
+                     *(f"{cells[i]['score']['mean']:.4f} ({cells[i]['delta']:+.4f}){MARK[direction(cells[i])]}"
                        if i in cells else "·" for i in inters)])
     cells = [c for r in stilt["targets"] for c in r["intermediate"].values()]
     lines = ["STILT: target (row) fine-tuned after the intermediate task (column); score (Δ vs baseline)",

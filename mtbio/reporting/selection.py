@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from mtbio.reporting.verdicts import IMPROVES, Rule, compare, correct, summary, verdict_text
+from mtbio.reporting.verdicts import Rule, compare, correct, helps, summary, verdict_text
 from mtbio.run_dir import register_study
 
 SELECT = register_study("select", "select.json")  # a target's partners
@@ -26,7 +26,7 @@ def verify_pairs(alone: Scores, paired: Mapping[str, Scores], metric: str,
     judged to improve it, in the order of `paired`."""
     pairs = {c: compare(scores, alone, metric) for c, scores in paired.items()}
     family = correct(pairs, rule) if pairs else None
-    return {"pairs": pairs, "family": family}, [c for c, cell in pairs.items() if cell["verdict"] == IMPROVES]
+    return {"pairs": pairs, "family": family}, [c for c, cell in pairs.items() if helps(cell)]
 
 
 def build_selection(target: str, metric: str, runs: Mapping[str, Scores], rule: Rule = Rule()) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtbio.evaluation.metrics import metric_sign
-from mtbio.evaluation.trivial import near_trivial
+from mtbio.evaluation.trivial import near_trivial, trivial_relation
 from mtbio.fileio import write_json
 from mtbio.reporting.plots import plot_transfer_curves
 from mtbio.reporting.verdicts import Rule, Scores, compare, correct, summary, t_interval, verdict_text
@@ -104,7 +104,7 @@ def _below(mean: float, row: dict[str, Any], baselines: Mapping[str, float]) -> 
     the encoder it started from (better than it by the metric's direction)."""
     sign = metric_sign(row["metric"])
     if row["trivial"] is not None and near_trivial(mean, row["trivial"], row["metric"]):
-        return f"within a point of the trivial score {row['trivial']:.4f}"
+        return f"{trivial_relation(mean, row['trivial'], row['metric'])} ({row['trivial']:.4f})"
     beaten = [f"{name} {value:.4f}" for name, value in baselines.items()
               if value is not None and sign * (value - mean) > 0]
     return f"below the no-training {', '.join(beaten)}" if beaten else None

@@ -27,6 +27,28 @@ adjusted, improves/hurts when adjusted p < alpha and |mean Δ| ≥ min_delta (0.
 decided when coloured or when the 95% interval lies inside ±min_delta. Its family-wise error under adaptive seeds
 exceeds alpha (examples/sequential_error.md).
 
+**v3** (the equivalence and minimum-effect reading, Lakens 2017/2018). Besides v2's p_beyond and p_inside, each
+comparison has p_zero, the two-sided t-test p against 0, spent over the looks and calibrated the same way; Holm runs
+over the family for each of the three. Seven states follow, read from the interval against 0 and ±min_delta:
+- **higher / lower by more than the threshold**: adjusted p_beyond < alpha (v2's improves / hurts);
+- **higher / lower, size not settled**: adjusted p_zero < alpha, the interval excludes 0 but reaches past the
+  threshold;
+- **higher / lower, within the threshold**: adjusted p_zero < alpha and adjusted p_inside < alpha: a real effect
+  smaller than the threshold;
+- **no effect beyond the threshold**: adjusted p_inside < alpha, the interval includes 0;
+- **undecided** otherwise.
+A claim of a direction (any higher / lower) is wrong at most alpha of the time over the whole family and every look
+(Holm on p_zero); a claim of a size (beyond, within, no effect) likewise (Holm on p_beyond and on p_inside). The
+interval shown (`ci`) is the one the state's first claim was read from (beyond, else the direction, else the size;
+the family's widest level when undecided); a direction whose size is not settled or within the threshold also gets
+the interval its size was read at (`ci_size`), since each claim has its own level.
+
+A study may declare one **primary** comparison (`Rule.primary`): it is judged alone at alpha, and the others form
+the secondary family, corrected among themselves.
+
+Every verdict word, in the files and on the console, comes from `verdict_word` / `verdict_text` (the state and its
+interval: `state_text`).
+
 Either way no verdict is given (grey, the reason in `withheld`) to a comparison with fewer than `MIN_SEEDS` seeds or
 to one its caller withholds (a target learned neither alone nor with its partner).
 """
@@ -44,7 +66,13 @@ from mtbio.registry import Registry
 from mtbio.reporting.spending import look_weights
 
 IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
-COLOURS = {IMPROVES: "#2e7d32", HURTS: "#c62828", NO_EFFECT: "#9e9e9e"}
+NO_VERDICT, UNDECIDED_WORD = "no verdict", "undecided"
+HIGHER_BEYOND, LOWER_BEYOND = "higher by more than the threshold", "lower by more than the threshold"
+HIGHER_UNSETTLED, LOWER_UNSETTLED = "higher, size not settled", "lower, size not settled"
+HIGHER_WITHIN, LOWER_WITHIN = "higher, within the threshold", "lower, within the threshold"
+NO_EFFECT_BEYOND = "no effect beyond the threshold"
+GREEN, RED, GREY = "#2e7d32", "#c62828", "#9e9e9e"
+COLOURS = {IMPROVES: GREEN, HURTS: RED, NO_EFFECT: GREY}
 MIN_SEEDS = 3
 CORRECTIONS = ("holm", "bh", "none")
 DECIDED, UNDECIDED, WITHHELD = "decided", "undecided", "withheld"
@@ -64,6 +92,7 @@ class Rule:
     correction: str = "holm"
     spending: str = "obrien-fleming"
     looks: tuple[int, int] | None = None
+    primary: str | None = None  # the one comparison judged alone at alpha; the rest are the secondary family
 
     def threshold(self, metric: str | None) -> float:
         """The smallest |Δ| that counts as an effect for a comparison scored by `metric` (None: a 0–1 score)."""
@@ -180,10 +209,20 @@ def _divisors(p_values: list[float], method: str) -> list[float]:
     return out
 
 
+def verdict_word(cell: Mapping[str, Any]) -> str:
+    """The word a judged cell's `verdict` holds in every file: "no verdict" (withheld or too few seeds),
+    "undecided", else its decided state (v1/v2: improves / hurts / no effect; v3: one of its seven states)."""
+    if cell.get("withheld") or cell.get("n_seeds", MIN_SEEDS) < MIN_SEEDS:
+        return NO_VERDICT
+    if cell.get("state") == UNDECIDED:
+        return UNDECIDED_WORD
+    return str(cell["verdict"])
+
+
 def verdict_text(cell: Mapping[str, Any]) -> str:
     """A cell's verdict as every page and console line writes it: "no verdict (why)" for a cell withheld or with
-    fewer than `MIN_SEEDS` seeds, "undecided" when its interval settles neither way, else improves / hurts /
-    no effect."""
+    fewer than `MIN_SEEDS` seeds, "undecided" when its interval settles neither way, else its decided state;
+    "(primary)" after a declared primary comparison's."""
     seeds = cell.get("n_seeds", MIN_SEEDS)
     if cell.get("withheld"):
         return f"no verdict ({cell['withheld']})"
@@ -191,9 +230,43 @@ def verdict_text(cell: Mapping[str, Any]) -> str:
         return f"no verdict ({seeds} seed{'s' if seeds != 1 else ''}: a verdict needs at least {MIN_SEEDS})"
     if cell.get("verdict") is None:
         return "not judged (never corrected over a family)"
-    if cell.get("state") == UNDECIDED:
-        return "undecided"
-    return str(cell["verdict"])
+    return verdict_word(cell) + (" (primary)" if cell.get("primary") else "")
+
+
+def state_text(cell: Mapping[str, Any], scale: float = 1.0) -> str:
+    """The verdict with the interval it was read from, e.g. "lower, size not settled [-1.92, -0.10] at 99.8%"
+    (`scale` 100: in points)."""
+    text = verdict_text(cell)
+    ci, size = cell.get("ci"), cell.get("ci_size")
+    if ci is not None and not cell.get("withheld") and cell.get("verdict") is not None:
+        text += f" [{scale * ci[0]:+.2f}, {scale * ci[1]:+.2f}] at {100 * cell.get('ci_level', 0.95):.3g}%"
+        if size is not None:
+            text += f" (its size: [{scale * size[0]:+.2f}, {scale * size[1]:+.2f}] at {100 * cell['ci_size_level']:.3g}%)"
+    return text
+
+
+def direction(cell: Mapping[str, Any]) -> int:
+    """+1 when the cell's verdict claims a higher score, −1 a lower one, 0 when it claims no direction."""
+    word = verdict_word(cell) if cell.get("verdict") is not None else ""
+    if word in (IMPROVES, HIGHER_BEYOND, HIGHER_UNSETTLED, HIGHER_WITHIN):
+        return 1
+    return -1 if word in (HURTS, LOWER_BEYOND, LOWER_UNSETTLED, LOWER_WITHIN) else 0
+
+
+def helps(cell: Mapping[str, Any]) -> bool:
+    """Whether the verdict claims a gain that is not shown to be smaller than the threshold (improves; v3: higher
+    by more than the threshold, or higher with its size not settled)."""
+    return direction(cell) > 0 and verdict_word(cell) != HIGHER_WITHIN
+
+
+def harms(cell: Mapping[str, Any]) -> bool:
+    """Whether the verdict claims a loss that is not shown to be smaller than the threshold."""
+    return direction(cell) < 0 and verdict_word(cell) != LOWER_WITHIN
+
+
+def colour(cell: Mapping[str, Any]) -> str:
+    """Green for a claimed gain, red for a claimed loss, grey otherwise (graphs and plots)."""
+    return {1: GREEN, -1: RED}.get(direction(cell), GREY)
 
 
 def correct(cells: Mapping[str, dict[str, Any]], rule: Rule) -> dict[str, Any]:
@@ -210,13 +283,26 @@ def correct(cells: Mapping[str, dict[str, Any]], rule: Rule) -> dict[str, Any]:
     version = RULES.get(rule.version)
     tested = [name for name, cell in cells.items()
               if cell["p_value"] is not None and (version.counts_withheld or not cell.get("withheld"))]
-    version.judge(dict(cells), tested, rule)
+    primary = [rule.primary] if rule.primary in tested else []
+    secondary = [name for name in tested if name not in primary]
+    for family in (primary, secondary):
+        if family:
+            version.judge(dict(cells), family, rule)
     for name, cell in cells.items():
+        cell.pop("primary", None)
         if cell.get("withheld"):
-            cell.update(verdict=NO_EFFECT, state=WITHHELD if cell.get("n_seeds", MIN_SEEDS) >= MIN_SEEDS else UNDECIDED)
+            cell.update(state=WITHHELD if cell.get("n_seeds", MIN_SEEDS) >= MIN_SEEDS else UNDECIDED)
         if name not in tested:
-            cell.update(p_adjusted=None, verdict=NO_EFFECT, state=cell.get("state") or UNDECIDED)
-    return {"correction": rule.correction, "m": len(tested), "tests": tested, "rule": rule.version}
+            cell.update(p_adjusted=None, state=cell.get("state") or UNDECIDED)
+        cell["verdict"] = verdict_word({**cell, "verdict": cell.get("verdict") or NO_EFFECT})
+    described = {"correction": rule.correction, "m": len(secondary), "tests": secondary, "rule": rule.version}
+    if primary:
+        cells[primary[0]]["primary"] = True
+        described["primary"] = primary[0]
+    elif rule.primary is not None and rule.primary not in cells:
+        raise ValueError(f"the primary comparison '{rule.primary}' is not among the family's judged comparisons "
+                         f"({', '.join(tested) or 'none'})")
+    return described
 
 
 def _judge_v1(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -> None:
@@ -344,6 +430,54 @@ RULES.register("v2")(RuleVersion(_judge_v2, (
     "wholly inside, else undecided")))
 
 
+def _judge_v3(cells: dict[str, dict[str, Any]], tested: list[str], rule: Rule) -> None:
+    found = {}
+    for name in tested:
+        deltas = [cells[name]["per_seed"][s]["delta"] for s in sorted(cells[name]["per_seed"], key=int)]
+        seq = sequential_p(deltas, cells[name]["min_delta"], rule)
+        seq["zero"] = sequential_p(deltas, 0.0, rule)["beyond"]
+        found[name] = (deltas, seq)
+    levels: dict[str, dict[str, tuple[float, float]]] = {}
+    for kind in ("zero", "beyond", "inside"):
+        raw = [found[name][1][kind][0] for name in tested]
+        for name, p, divisor in zip(tested, adjust(raw, rule.correction), _divisors(raw, rule.correction)):
+            levels.setdefault(name, {})[kind] = (p, divisor)
+    for name in tested:
+        cell, (deltas, seq) = cells[name], found[name]
+        passed = {kind: levels[name][kind][0] < rule.alpha for kind in ("zero", "beyond", "inside")}
+        cell.update(p_adjusted=levels[name]["beyond"][0], p_adjusted_inside=levels[name]["inside"][0],
+                    p_adjusted_zero=levels[name]["zero"][0], p_sided="two-sided")
+        shown = "beyond" if passed["beyond"] else "zero" if passed["zero"] else "inside" if passed["inside"] else None
+        if shown is None:  # the family's widest level (Bonferroni's): neither 0 nor ±min_delta settles it
+            look, divisor = len(deltas), float(len(tested)) if rule.correction != "none" else 1.0
+        else:
+            look, divisor = seq[shown][1], levels[name][shown][1]
+        level = 1 - seq["weights"][look] * seq["limit"](rule.alpha / divisor)
+        cell["ci"], cell["ci_level"], cell["ci_seeds"] = _interval_at(deltas[:look], level), level, look
+        higher = statistics.fmean(deltas[:look]) > 0
+        if passed["beyond"]:
+            verdict = HIGHER_BEYOND if higher else LOWER_BEYOND
+        elif passed["zero"] and passed["inside"]:
+            verdict = HIGHER_WITHIN if higher else LOWER_WITHIN
+        elif passed["zero"]:
+            verdict = HIGHER_UNSETTLED if higher else LOWER_UNSETTLED
+        else:
+            verdict = NO_EFFECT_BEYOND if passed["inside"] else UNDECIDED_WORD
+        cell["verdict"], cell["state"] = verdict, UNDECIDED if verdict == UNDECIDED_WORD else DECIDED
+        if shown == "zero":  # the size was read at its own level: the interval there, beside the direction's
+            size = "inside" if passed["inside"] else "beyond"
+            look, divisor = seq[size][1], levels[name][size][1]
+            level = 1 - seq["weights"][look] * seq["limit"](rule.alpha / divisor)
+            cell["ci_size"], cell["ci_size_level"] = _interval_at(deltas[:look], level), level
+
+
+RULES.register("v3")(RuleVersion(_judge_v3, (
+    "v3: per comparison a two-sided t interval over seeds, its level split over the looks (alpha spending) and "
+    "across the family (Holm) for each claim; higher/lower when it excludes 0, by more than the threshold when it "
+    "lies wholly beyond +/-min_delta, within the threshold when wholly inside; no effect beyond the threshold when "
+    "it includes 0 and lies inside; else undecided")))
+
+
 # ---- one comparison -----------------------------------------------------------------------------------------------
 def summary(scores: Scores) -> dict[str, Any]:
     """Mean, sd (None for one seed) and the per-seed values of a score."""
@@ -371,7 +505,7 @@ def compare(with_scores: Scores, alone: Scores, metric: str | None = None) -> di
             "per_seed": {str(s): {"with": with_scores[s], "alone": alone[s], "delta": d} for s, d in zip(seeds, deltas)}}
 
 
-JUDGED = ("p_adjusted", "p_adjusted_inside", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
+JUDGED = ("p_adjusted", "p_adjusted_inside", "p_adjusted_zero", "primary", "ci_size", "ci_size_level", "state", "verdict", "withheld", "ci", "ci_level", "ci_seeds", "min_delta")
 
 
 def recompare(cell: dict[str, Any], metric: str | None) -> dict[str, Any]:
@@ -415,10 +549,11 @@ def simulate_sequential(sd: float, max_seeds: int, rule: Rule = Rule(), start: i
                 deltas[i].append(float(rng.normal(means[i], sd)))
         null = [cells[str(i)] for i in range(true_edges, edges)]
         for cell in null:
-            ends[cell["verdict"] if cell["state"] == DECIDED else UNDECIDED] += 1
+            ends[{1: IMPROVES, -1: HURTS}.get(direction(cell), NO_EFFECT) if cell["state"] == DECIDED
+                 else UNDECIDED] += 1
         seeds_used += sum(len(values) for values in deltas)
-        graphs_wrong += any(cell["verdict"] != NO_EFFECT for cell in null)
-        found += sum(cells[str(i)]["verdict"] == IMPROVES for i in range(true_edges))
+        graphs_wrong += any(direction(cell) != 0 for cell in null)
+        found += sum(helps(cells[str(i)]) for i in range(true_edges))
     total = runs * (edges - true_edges)
     return {"false_green": ends[IMPROVES] / total, "false_red": ends[HURTS] / total,
             "no_effect": ends[NO_EFFECT] / total, "undecided": ends[UNDECIDED] / total,
