@@ -205,3 +205,17 @@ def test_a_refine_over_a_shipped_task_keeps_the_contrastive_objective_in_its_mix
     predicted = mtbio.load(out).predict("mqp-mnrl", [("Is ibuprofen safe in pregnancy?",
                                                       "Can I take ibuprofen while pregnant?")])
     assert len(predicted) == 1 and -1 <= predicted[0] <= 1
+
+
+def test_an_interpolated_run_is_a_refinement_that_saw_its_runs_tasks(refined: Path, tmp_path: Path) -> None:
+    """`transfer --refine-on` an interpolated run refuses a target that run was refined on, as it does for the run."""
+    from mtbio.errors import MtbioError
+    from mtbio.experiments.study_config import StudyConfig
+    from mtbio.experiments.transfer import transfer_plan
+
+    merged = tmp_path / "merged"
+    assert CliRunner().invoke(main, ["merge", str(refined), "--with-start", "0.3", "--output", str(merged)]).exit_code == 0
+    config = StudyConfig(refine_on=[str(merged)], transfer_targets=["demo-nli"], data_dir=str(SAMPLE),
+                         task_defs=[str(refined / "tasks")])
+    with pytest.raises(MtbioError, match="demo-nli are in every refinement set"):
+        transfer_plan(config)
