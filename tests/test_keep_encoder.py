@@ -129,8 +129,12 @@ def _contrastive_task(**options: object) -> object:
 
 def test_its_loss_is_sentence_transformers_multiple_negatives_ranking_loss(tiny_encoder: str) -> None:
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    try:
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:  # sentence-transformers before 6
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.models import Pooling, Transformer
     from transformers import AutoModel, AutoTokenizer
 
     from mtbio.data.example import Example
@@ -156,7 +160,8 @@ def test_its_loss_is_sentence_transformers_multiple_negatives_ranking_loss(tiny_
             return float(model(task.name, **batch).loss)
 
     positives = [(a, b) for a, b, label in PAIRS if label == "1"]
-    features = [theirs.preprocess([a for a, _ in positives]), theirs.preprocess([b for _, b in positives])]
+    tokenize = getattr(theirs, "preprocess", None) or theirs.tokenize  # `tokenize` before sentence-transformers 6
+    features = [tokenize([a for a, _ in positives]), tokenize([b for _, b in positives])]
     with torch.no_grad():
         reference = float(mnrl(features, None))
     assert reference > 0.1  # a loss that can tell a model from another
