@@ -129,8 +129,12 @@ def _contrastive_task(**options: object) -> object:
 
 def test_its_loss_is_sentence_transformers_multiple_negatives_ranking_loss(tiny_encoder: str) -> None:
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    try:
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:  # sentence-transformers before 6
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.models import Pooling, Transformer
     from transformers import AutoModel, AutoTokenizer
 
     from mtbio.data.example import Example
@@ -156,7 +160,8 @@ def test_its_loss_is_sentence_transformers_multiple_negatives_ranking_loss(tiny_
             return float(model(task.name, **batch).loss)
 
     positives = [(a, b) for a, b, label in PAIRS if label == "1"]
-    features = [theirs.preprocess([a for a, _ in positives]), theirs.preprocess([b for _, b in positives])]
+    tokenize = getattr(theirs, "preprocess", None) or theirs.tokenize  # `tokenize` before sentence-transformers 6
+    features = [tokenize([a for a, _ in positives]), tokenize([b for _, b in positives])]
     with torch.no_grad():
         reference = float(mnrl(features, None))
     assert reference > 0.1  # a loss that can tell a model from another
@@ -205,3 +210,17 @@ def test_a_refine_over_a_shipped_task_keeps_the_contrastive_objective_in_its_mix
     predicted = mtbio.load(out).predict("mqp-mnrl", [("Is ibuprofen safe in pregnancy?",
                                                       "Can I take ibuprofen while pregnant?")])
     assert len(predicted) == 1 and -1 <= predicted[0] <= 1
+
+
+def test_an_interpolated_run_is_a_refinement_that_saw_its_runs_tasks(refined: Path, tmp_path: Path) -> None:
+    """`transfer --refine-on` an interpolated run refuses a target that run was refined on, as it does for the run."""
+    from mtbio.errors import MtbioError
+    from mtbio.experiments.study_config import StudyConfig
+    from mtbio.experiments.transfer import transfer_plan
+
+    merged = tmp_path / "merged"
+    assert CliRunner().invoke(main, ["merge", str(refined), "--with-start", "0.3", "--output", str(merged)]).exit_code == 0
+    config = StudyConfig(refine_on=[str(merged)], transfer_targets=["demo-nli"], data_dir=str(SAMPLE),
+                         task_defs=[str(refined / "tasks")])
+    with pytest.raises(MtbioError, match="demo-nli are in every refinement set"):
+        transfer_plan(config)

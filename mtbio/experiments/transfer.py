@@ -58,7 +58,8 @@ def transfer_plan(config: StudyConfig) -> tuple[list[Refinement], list[TaskDef]]
             run = RunDir(given)
             if not run.finished or not any(run.encoder_dir.glob("*.safetensors")):
                 raise MtbioError(f"--refine-on {given}: not a finished run with its encoder's weights")
-            sets.append(Refinement(Path(given).name, tuple(run.config().get("tasks") or []), Path(given)))
+            seen = run.config().get("tasks") or run.results().get("tasks") or []  # a merged run has no config.yaml
+            sets.append(Refinement(Path(given).name, tuple(seen), Path(given)))
         else:
             tasks = catalog.resolve([name for name in given.split(",") if name.strip()])
             sets.append(Refinement("+".join(t.name for t in tasks), tuple(t.name for t in tasks)))
