@@ -16,8 +16,8 @@ host: launch-bound steps, recompilation, reads back). `--compile` profiles mtbio
     python benchmarks/profile_step.py --encoder bert-base-random --fixed-length 128 --batch-size 512 \
         --mixed-precision bf16 --compile --warm-steps 5 --steps 5 --verbose-steps 0
 
-Writes benchmarks/results/profile_step-<task>-<precision>.json (tagged -co1 compiled, -b<N> at another batch size
-than 32, -<gpu> on a GPU) and prints the groups.
+Writes benchmarks/results/profile_step-<task>-<precision>.json (tagged -co1 compiled, -<gpu> on a GPU) and prints
+the groups.
 """
 from __future__ import annotations
 
@@ -200,15 +200,15 @@ def main() -> None:
         device = {"device_time": "no CUDA device"}
     result = {"task": name, "precision": args.mixed_precision, "batch_size": args.batch_size,
               "max_length": length, "profiled_steps": args.steps, "after_steps": args.warm_steps,
-              "compile": args.compile, "machine": machine(), "matmul_peak_flops_per_second": matmul_peaks(args.peak_seconds),
+              "compile": args.compile, "machine": machine(),
+              "matmul_peak_flops_per_second": matmul_peaks(args.peak_seconds),
               "wall_seconds_per_step": profiler.wall_seconds / args.steps,
               "self_cpu_seconds_per_step": total / 1e6 / args.steps, **device,
               "groups_share": {g: s / total for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
               "top_ops": [{**row, "share": row["self_cpu_us"] / total} for row in top],
               "onednn_primitive_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
               "onednn_kernels": kernels}
-    tag = ("" if chosen_cache is None else f"-cache{chosen_cache}") + ("-co1" if args.compile else "") + (
-        f"-b{args.batch_size}" if args.batch_size != 32 else "") + device_tag()
+    tag = ("" if chosen_cache is None else f"-cache{chosen_cache}") + ("-co1" if args.compile else "") + device_tag()
     path = write_result(f"profile_step-{name}-{precision_name(args.mixed_precision)}{tag}", result, args.results_dir)
     print(f"{name} {args.mixed_precision}: {result['wall_seconds_per_step']:.3f} s a step, "
           f"{result['self_cpu_seconds_per_step']:.3f} s of host op time")

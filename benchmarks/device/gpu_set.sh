@@ -15,9 +15,11 @@
 #                 the one device: aggregate examples/s and sampled utilisation
 #   whole-bert    the whole runs with the BERT-base-sized encoder
 # Options: --budget-s S (all of it, 540 by default; 25 s of it are kept for the summary), --only STEP,STEP,
-# --parallel N (the sweep's cells at a time, 4), --dry-run (the same steps on the CPU at tiny sizes in a minute or
-# two: a tiny random encoder for both, the sample tasks, one batch size, a step or two, compilation off through
-# TORCHDYNAMO_DISABLE; the GPU-only figures say "no CUDA device").
+# --parallel N (the sweep's cells at a time, 4); the sizes from the environment: FIXED_N (8192 texts of 128
+# tokens), BATCHES ("256 512"), SWEEP_TASKS (bc5cdr-chem,ddi,chemprot: 6 cells), SWEEP_N (2000 examples a task);
+# --dry-run (the same steps on the CPU at tiny sizes, whole-bert left out: a tiny random encoder, the sample
+# tasks, one batch size, a step or two, compilation off through TORCHDYNAMO_DISABLE; the GPU-only figures say
+# "no CUDA device"; about 2 minutes of one core, most of it 17 Python processes starting).
 # Writes to $OUT (/tmp/gpu_set when unset): gpu_set.json (the device, its peak, every step's status and files with
 # their headline figures: benchmarks/device/gpu_summary.py), gpu_set.tgz (every JSON, results/STEP/*.json, and
 # every log) and gpu_set.log (this script's output); the device tool brings back at most 8 files, so the JSON
@@ -66,13 +68,14 @@ else
     mkdir -p /tmp/gpu-data && cp -r .devrun/data/. /tmp/gpu-data/ && tar xJf .devrun/gpu-data.tar.xz -C /tmp/gpu-data
   fi
   BIG=(--encoder bert-base-random) SMALL=() DATA=(--data-dir "${MTBIO_DATA_DIR:-../shared/data}")
-  LEN=128 FIXED_N=8192 BATCHES="256 512" TASKS=bc5cdr-chem,ddi SWEEP_TASKS=bc5cdr-chem,ddi,chemprot SWEEP_N=2000
+  LEN=128 FIXED_N=${FIXED_N:-8192} BATCHES=${BATCHES:-"256 512"} TASKS=bc5cdr-chem,ddi
+  SWEEP_TASKS=${SWEEP_TASKS:-bc5cdr-chem,ddi,chemprot} SWEEP_N=${SWEEP_N:-2000}
   PEAK_S=2 PROFILE=(--warm-steps 5 --steps 5) WHOLE=() SWEEP_EXTRA=() PARALLEL=${PARALLEL:-4} SCALE=1 INFO=()
 fi
 echo "gpu_set: budget ${BUDGET} s${DRY:+, dry run}; bootstrapped in $(( $(date +%s) - T0 )) s"
 
-# step NAME SECONDS PYTHON SCRIPT ARGS...: the script with --results-dir $R/NAME first, unless --only leaves NAME out or fewer than
-# SECONDS (none in a dry run) are left; stopped at the budget's end
+# step NAME SECONDS PYTHON SCRIPT ARGS...: the script with --results-dir $R/NAME first, unless --only leaves NAME
+# out or fewer than SECONDS (none in a dry run) are left; stopped at the budget's end
 step() {
   local name=$1 need=$(($2 * SCALE)) left started rc status
   shift 2

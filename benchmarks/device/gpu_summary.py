@@ -29,7 +29,8 @@ def figures(result: dict[str, Any]) -> dict[str, Any]:
     if "sides" in result:
         return {"task": result["task"], "encoder": result["encoder"],
                 "batch_size": result["hyperparameters"]["batch_size"],
-                "sides": {key: {k: side[k] for k in SIDE_FIGURES if k in side} for key, side in result["sides"].items()},
+                "sides": {key: {k: side[k] for k in SIDE_FIGURES if k in side}
+                          for key, side in result["sides"].items()},
                 **{k: v for k, v in result.items() if k.startswith(RATIO_PREFIXES)}}
     if "profiled_steps" in result:
         top = result.get("top_device_ops") or result["top_ops"]
