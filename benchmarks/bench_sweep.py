@@ -19,18 +19,29 @@ the command's wall time: the same cells' useful FLOPs (counted by this code's ru
     python benchmarks/bench_sweep.py --data-dir ../shared/data --parallel auto \
         --baseline-python ../before/venv/bin/python --baseline-parallel 3 --name before-after
 
+On a GPU, `--parallel N` puts N cells on the one device at a time; each setting records the cells' trained
+examples over its wall time (aggregate examples/s) and the device's utilisation sampled from nvidia-smi while it
+runs, and with a `--parallel 1` setting beside, every other setting's throughput against one cell at a time:
+
+    python benchmarks/bench_sweep.py --data-dir ../shared/data --tasks chemprot,ddi --parallel 1,4 \
+        --max-train-examples 2000 --mixed-precision bf16
+
 Writes benchmarks/results/bench_sweep[-NAME].json with the machine description. Run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from common import highest_peaks, machine, matmul_peaks, offline_environment, write_result
 
@@ -57,6 +68,49 @@ def largest_dev_difference(one: dict[str, Any], other: dict[str, Any]) -> float:
     return max(differences, default=float("nan"))
 
 
+class UtilisationSampler:
+    """The GPU's utilisation (percent of time a kernel ran, as nvidia-smi reports it), sampled every `interval`
+    seconds while the `with` block runs; on a machine without nvidia-smi or CUDA, no samples and a note saying so."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval, self.samples = interval, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.source = "nvidia-smi" if shutil.which("nvidia-smi") else (
+            "torch.cuda.utilization" if torch.cuda.is_available() else None)
+
+    def _read(self) -> float | None:
+        if self.source == "nvidia-smi":
+            done = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True)
+            first = done.stdout.split("\n", 1)[0].strip()
+            return float(first) if done.returncode == 0 and first.replace(".", "", 1).isdigit() else None
+        return float(torch.cuda.utilization())
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            value = self._read()
+            if value is not None:
+                self.samples.append(value)
+
+    def __enter__(self) -> "UtilisationSampler":
+        if self.source:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self.source:
+            self._thread.join()
+
+    def summary(self) -> dict[str, Any]:
+        if not self.source:
+            return {"utilisation": "no CUDA device"}
+        mean = sum(self.samples) / len(self.samples) if self.samples else float("nan")
+        return {"utilisation_source": self.source, "utilisation_samples": len(self.samples),
+                "mean_utilisation_percent": mean}
+
+
 def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdir: Path,
         baseline: str | None = None) -> dict[str, Any]:
     """One sweep at `--parallel parallel` with this code or the `baseline` interpreter's mtbio; its cost as this
@@ -74,15 +128,20 @@ def run(parallel: str, args: argparse.Namespace, peaks: dict[str, float], workdi
                  if args.encoder else []),
                *(["--mixed-precision", args.mixed_precision] if args.mixed_precision else []), *args.extra]
     started = time.time()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=workdir,
-                          env=dict(os.environ, MTBIO_CACHE_DIR=str(output.with_name(output.name + "-cache"))))
+    with UtilisationSampler() as sampler:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=workdir,
+                              env=dict(os.environ, MTBIO_CACHE_DIR=str(output.with_name(output.name + "-cache"))))
     wall = time.time() - started
     if done.returncode != 0:
         raise SystemExit(f"--parallel {parallel}: the sweep failed\n{done.stderr[-3000:]}")
     cells = read_cells(output)
     cost = sweep_cost(cells, peak=lambda precision: peaks[precision]) or {}
     dev = {cell.run_dir.relative_to(output).as_posix(): cell_results(cell)["dev"] for cell in cells}
-    entry: dict[str, Any] = {"parallel": parallel, "code": code_of(python, workdir), "command_wall_seconds": wall}
+    trained = sum(int(cell_results(cell).get("train_examples", 0)) for cell in cells if cell.done)
+    entry: dict[str, Any] = {"parallel": parallel, "code": code_of(python, workdir), "command_wall_seconds": wall,
+                             "train_examples": trained, **sampler.summary()}
+    if cost:
+        entry["aggregate_train_examples_per_second"] = trained / cost["wall_seconds"]
     if not baseline:  # this code's layout; an older mtbio's --parallel may have meant another
         layout = local_layout(parallel if parallel == "auto" else int(parallel), len(cells))
         entry.update(processes=layout.processes, threads_each=layout.threads)
@@ -159,6 +218,12 @@ def main() -> None:
                   f"({entry['command_efficiency']:.1%} over the command's {entry['command_wall_seconds']:.0f} s), "
                   f"cell time {', '.join(f'{k} {v:.0f} s' for k, v in entry['phase_seconds'].items())}, idle "
                   f"{entry['idle_slot_seconds']:.0f} s, peak {entry['peak_rss_mb']:.0f} MB", flush=True)
+            alone = next((run for run in result["runs"] if run["parallel"] == "1"), None)
+            if alone and entry is not alone and "aggregate_train_examples_per_second" in entry:
+                entry["throughput_over_one_cell"] = (entry["aggregate_train_examples_per_second"]
+                                                     / alone["aggregate_train_examples_per_second"])
+                print(f"  {entry['aggregate_train_examples_per_second']:.1f} examples/s in all, "
+                      f"x{entry['throughput_over_one_cell']:.2f} one cell at a time", flush=True)
             if "baseline" in result:
                 baseline = result["baseline"]
                 entry["speedup_over_baseline"] = baseline["command_wall_seconds"] / entry["command_wall_seconds"]

@@ -36,6 +36,14 @@ memory against the same precision without,
     python benchmarks/bench_train.py --fixed-length 512 --max-train-examples 256 --activation-checkpointing 1 \
         --precisions no --trainer-precisions no
 
+With `--compiled-too` each side also runs compiled (sides `mtbio+compile-<precision>`: mtbio's `--compile`;
+`trainer+compile-<precision>`: the Trainer's `torch_compile=True`), so eager and compiled share one call and one
+file (tagged -compiled), with the compiled/eager ratios of each, whole-run and steady (after the warm-up steps,
+where compilation happens):
+
+    python benchmarks/bench_train.py --encoder bert-base-random --fixed-length 128 --batch-size 256 \
+        --compiled-too --precisions bf16 --trainer-precisions bf16
+
 Writes benchmarks/results/bench_train-<task>.json after every side and prints one line per task.
 """
 from __future__ import annotations
@@ -51,9 +59,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import (RESULTS, hf_model_and_collator, hf_tokenize, highest_peaks, machine, materialize_encoder,
-                    matmul_peaks, offline_environment, peak_memory_mb, precision_name, utilisation,
-                    write_fixed_length_task, write_result)
+from common import (RESULTS, device_tag, hf_model_and_collator, hf_tokenize, highest_peaks, machine,
+                    materialize_encoder, matmul_peaks, offline_environment, peak_memory_mb, precision_name,
+                    utilisation, write_fixed_length_task, write_result)
 
 offline_environment()
 
@@ -78,14 +86,6 @@ def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
     return {**HYPER, "batch_size": args.batch_size, "max_length": args.max_length, "mtbio": SAME_AS_TRAINER}
 
 
-def device_tag() -> str:
-    """Result-file tag of the device: '' on a CPU, '-<gpu>' (e.g. -h100) on a GPU."""
-    if not torch.cuda.is_available():
-        return ""
-    words = torch.cuda.get_device_name(0).lower().replace("nvidia", "").split()
-    return "-" + (words[0] if words else "gpu")
-
-
 def batching(args: argparse.Namespace) -> dict[str, int | bool]:
     """The mtbio batching options given on the command line (the rest stay mtbio's defaults)."""
     return {key: getattr(args, key) for key in BATCHING if getattr(args, key) is not None}
@@ -106,8 +106,9 @@ def read_examples(task: Any, split: str, data_dir: Path, limit: int | None) -> l
 
 # ---------------------------------------------------------------------------------- the two sides
 def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision: str,
-                max_train_examples: int | None, seed: int, hyper: dict[str, Any]) -> dict[str, Any]:
-    """Fine-tune with the plain HF Trainer; score dev with mtbio's metric."""
+                max_train_examples: int | None, seed: int, hyper: dict[str, Any],
+                compiled: bool = False) -> dict[str, Any]:
+    """Fine-tune with the plain HF Trainer (`torch_compile` when `compiled`); score dev with mtbio's metric."""
     from datasets import Dataset
     from transformers import AutoTokenizer, Trainer, TrainingArguments
 
@@ -142,7 +143,7 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
                              weight_decay=hyper["weight_decay"], num_train_epochs=hyper["epochs"], seed=seed,
                              lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no", report_to=[],
                              logging_steps=50, bf16=precision == "bf16", fp16=precision == "fp16",
-                             use_cpu=not torch.cuda.is_available())
+                             use_cpu=not torch.cuda.is_available(), torch_compile=compiled)
     clock = SteadyClock(warm_up_steps(math.ceil(len(train) / hyper["batch_size"])))
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, data_collator=collator, callbacks=[clock])
     start = time.perf_counter()
@@ -243,12 +244,14 @@ def child(args: argparse.Namespace) -> None:
 
         cpu_dropout.LEAN_FROM_LENGTH = sys.maxsize
     with tempfile.TemporaryDirectory() as tmp:
-        if args.side == "trainer":
+        if args.side.startswith("trainer"):
             result = run_trainer(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
-                                 args.max_train_examples, args.seed, hyperparameters(args))
+                                 args.max_train_examples, args.seed, hyperparameters(args),
+                                 compiled=args.side == "trainer+compile")
         else:
             options = {**batching(args), **({"activation_checkpointing": args.activation_checkpointing}
-                                             if args.side == "mtbio+recompute" else {})}
+                                             if args.side == "mtbio+recompute" else {}),
+                       **({"compile": True} if args.side == "mtbio+compile" else {})}
             result = run_mtbio(task, Path(args.data_dir), args.encoder, Path(tmp), args.precision,
                                args.max_train_examples, args.task_defs, args.seed, args.pooling, options,
                                hyperparameters(args), "lora" if args.side == "mtbio+lora" else "none")
@@ -342,7 +345,10 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
     # variants against their reference side in the same precision: (variant, reference, result key, label)
     for variant, reference, stem, label in (("mtbio", "mtbio+eager", "lean_vs_eager", "lean/eager attention"),
                                             ("mtbio+recompute", "mtbio", "recompute_vs_kept",
-                                             "recomputed/kept activations")):
+                                             "recomputed/kept activations"),
+                                            ("mtbio+compile", "mtbio", "compiled_vs_eager", "compiled/eager mtbio"),
+                                            ("trainer+compile", "trainer", "trainer_compiled_vs_eager",
+                                             "compiled/eager Trainer")):
         for key, side in sides.items():
             other = sides.get(key.replace(f"{variant}-", f"{reference}-", 1))
             if not (key.startswith(f"{variant}-") and other):
@@ -351,6 +357,9 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             ratios = result[f"{stem}_{name}"] = {
                 "speedup": side["train_examples_per_second"] / other["train_examples_per_second"],
                 "peak_memory_ratio": side["peak_memory_mb"] / other["peak_memory_mb"]}
+            if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in other:
+                ratios["steady_speedup"] = (side["steady_train_examples_per_second"]
+                                            / other["steady_train_examples_per_second"])
             parts.append(f"{label} {name} ×{ratios['speedup']:.2f} speed, ×{ratios['peak_memory_ratio']:.2f} memory")
     for key, side in sides.items():  # LoRA against full fine-tuning in the same precision
         full = sides.get(key.replace("mtbio+lora-", "mtbio-"))
@@ -404,18 +413,22 @@ def parent(args: argparse.Namespace) -> None:
             stem += (f"-b{args.batch_size}" if args.batch_size != HYPER["batch_size"] else "") + (
                 f"-len{args.max_length}" if args.max_length != HYPER["max_length"] and not args.fixed_length else "")
             stem += ("-lora" if "lora" in adapters else "") + ("-eager" if args.eager_attention else "") + (
-                f"-ac{args.activation_checkpointing}" if args.activation_checkpointing else "") + device_tag()
+                f"-ac{args.activation_checkpointing}" if args.activation_checkpointing else "") + (
+                "-compiled" if args.compiled_too else "") + device_tag()
             order = [*(("mtbio", p) for p in precisions if p == "no"), *(("trainer", p) for p in trainer_precisions),
                      *(("mtbio", p) for p in precisions if p != "no"),
                      *(("mtbio+lora", p) for p in precisions if "lora" in adapters),
                      *(("mtbio+eager", p) for p in precisions if args.eager_attention),
-                     *(("mtbio+recompute", p) for p in precisions if args.activation_checkpointing)]
+                     *(("mtbio+recompute", p) for p in precisions if args.activation_checkpointing),
+                     *(("mtbio+compile", p) for p in precisions if args.compiled_too),
+                     *(("trainer+compile", p) for p in trainer_precisions if args.compiled_too)]
             runs: dict[str, list[dict[str, Any]]] = {f"{side}-{p}": [] for side, p in order}
             for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
                 for side, precision in order:
                     runs[f"{side}-{precision}"].append(run_side(args, task.name, side, precision, seed, encoder, tmp))
                     result["sides"] = {k: aggregate(v, task.metric) for k, v in runs.items() if v}
-                    write_result(stem, result, args.results_dir)  # keep what is done
+                    summarise(task, result, peaks)  # shares and ratios so far, against the first peak
+                    write_result(stem, result, args.results_dir)  # keep what is done (a run stopped early)
             # measured again after the sides: a cold or busy machine reads low (641 against 1,550 GFLOP/s bf16
             # on one CPU), so every side is judged against the highest peak measured in the run
             measured.append(matmul_peaks(args.peak_seconds))
@@ -468,7 +481,11 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", type=int, default=0, metavar="N",
                         help="Also run mtbio with every Nth encoder layer recomputed in the backward pass (side "
                              "mtbio+recompute); tags the result file -ac<N>.")
-    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "mtbio+recompute", "trainer"],
+    parser.add_argument("--compiled-too", action="store_true",
+                        help="Also run each side compiled (sides mtbio+compile, trainer+compile); tags the result "
+                             "file -compiled.")
+    parser.add_argument("--side", choices=["mtbio", "mtbio+lora", "mtbio+eager", "mtbio+recompute", "mtbio+compile",
+                                           "trainer", "trainer+compile"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="no", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=FIRST_SEED, help=argparse.SUPPRESS)

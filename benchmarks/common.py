@@ -45,13 +45,20 @@ def machine() -> dict[str, Any]:
             if v in os.environ}
     if caps:
         info["isa_caps"] = caps
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+    info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     return info
 
 
 def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_tag() -> str:
+    """Result-file tag of the device: '' on a CPU, '-<gpu>' (e.g. -h100) on a GPU."""
+    if not torch.cuda.is_available():
+        return ""
+    words = torch.cuda.get_device_name(0).lower().replace("nvidia", "").split()
+    return "-" + (words[0] if words else "gpu")
 
 
 def matmul_peaks(seconds: float = 2.0) -> dict[str, float]:

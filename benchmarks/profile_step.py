@@ -1,5 +1,5 @@
-"""Where a CPU training step's time goes: torch.profiler over steps of a real `mtbio finetune` run, and which
-oneDNN kernels (AMX, AVX-512, AVX2) its matrix products reach.
+"""Where a training step's time goes: torch.profiler over steps of a real `mtbio finetune` run, and which
+oneDNN kernels (AMX, AVX-512, AVX2) its matrix products reach on a CPU.
 
 A listener of the training loop starts the profiler after `--warm-steps` steps, stops it `--steps` steps later,
 then turns oneDNN's verbose log on for `--verbose-steps` more steps and stops the run. Ops are grouped by their
@@ -9,7 +9,15 @@ optimizer, embeddings, and the rest.
     python benchmarks/profile_step.py --tasks bc5cdr-chem --mixed-precision bf16
     python benchmarks/profile_step.py --fixed-length 512 --mixed-precision bf16
 
-Writes benchmarks/results/profile_step-<task>-<precision>.json and prints the groups.
+On a GPU the profiler records the device too: the ops by self device time, the synchronised wall time of a step
+against the time its kernels kept the device busy, and the gaps between kernels (where the device waited for the
+host: launch-bound steps, recompilation, reads back). `--compile` profiles mtbio's compiled encoder:
+
+    python benchmarks/profile_step.py --encoder bert-base-random --fixed-length 128 --batch-size 512 \
+        --mixed-precision bf16 --compile --warm-steps 5 --steps 5 --verbose-steps 0
+
+Writes benchmarks/results/profile_step-<task>-<precision>.json (tagged -co1 compiled, -<gpu> on a GPU) and prints
+the groups.
 """
 from __future__ import annotations
 
@@ -20,13 +28,14 @@ import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from common import (add_common_arguments, machine, materialize_encoder, offline_environment, precision_name,
-                    write_fixed_length_task, write_result)
+from common import (add_common_arguments, device_tag, machine, materialize_encoder, matmul_peaks,
+                    offline_environment, precision_name, write_fixed_length_task, write_result)
 
 from mtbio.training.events import Flow, Listener
 
@@ -46,6 +55,24 @@ def group_of(name: str) -> str:
     return next((group for group, pattern in GROUPS if re.search(pattern, name)), "other")
 
 
+def kernel_gaps(intervals: list[tuple[float, float]], steps: int) -> dict[str, float]:
+    """How the device's kernels (start, end in microseconds) filled the profiled span: the time at least one ran
+    (busy), the idle time between them, per step, and the idle stretches' median and largest."""
+    busy, gaps, reach = 0.0, [], None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            if reach is not None:
+                gaps.append(start - reach)
+            busy, reach = busy + end - start, end
+        elif end > reach:
+            busy, reach = busy + end - reach, end
+    ordered = sorted(gaps)
+    return {"kernels_per_step": len(intervals) / steps, "busy_seconds_per_step": busy / 1e6 / steps,
+            "gap_seconds_per_step": sum(gaps) / 1e6 / steps, "gaps_per_step": len(gaps) / steps,
+            "median_gap_us": ordered[len(ordered) // 2] if ordered else 0.0,
+            "largest_gap_us": ordered[-1] if ordered else 0.0}
+
+
 class StepProfiler(Listener):
     """Profiles steps (warm, warm + steps]; logs oneDNN's kernels for the next `verbose_steps`, then stops the run."""
 
@@ -53,23 +80,38 @@ class StepProfiler(Listener):
         self.warm, self.steps, self.verbose_steps, self.verbose_file = warm, steps, verbose_steps, verbose_file
         self.profiler: Any = None
         self.table: list[dict[str, Any]] = []
+        self.kernels: list[tuple[float, float]] = []  # (start, end) of each device kernel, microseconds
+        self.wall_seconds = 0.0  # of the profiled steps, the device synchronised at both ends
         self._saved_stdout = -1
         self._verbose: Any = None
         if warm == 0:  # the first step: profiled from here, so the run's set-up after this point counts too
             self._start()
 
     def _start(self) -> None:
-        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+            torch.cuda.synchronize()
+        self.profiler = torch.profiler.profile(activities=activities)
         self.profiler.__enter__()
+        self.wall_seconds = -time.perf_counter()
+
+    def _stop(self) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.wall_seconds += time.perf_counter()
+        self.profiler.__exit__(None, None, None)
+        self.table = [{"op": e.key, "self_cpu_us": e.self_cpu_time_total, "self_device_us": e.self_device_time_total,
+                       "count": e.count} for e in self.profiler.key_averages()]
+        self.kernels = [(e.time_range.start, e.time_range.end) for e in self.profiler.events()
+                        if e.device_type == torch.autograd.DeviceType.CUDA]
 
     def on_step_end(self, trainer: Any, flow: Flow) -> None:
         step = trainer.state.global_step
         if step == self.warm:
             self._start()
         elif step == self.warm + self.steps:
-            self.profiler.__exit__(None, None, None)
-            self.table = [{"op": e.key, "self_cpu_us": e.self_cpu_time_total, "count": e.count}
-                          for e in self.profiler.key_averages()]
+            self._stop()
             if not self.verbose_steps:
                 flow.stop = True
                 return
@@ -116,6 +158,8 @@ def main() -> None:
                         help="Steps before the profiled ones (0: the first step, the run's set-up included).")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--verbose-steps", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="mtbio --compile (torch.compile the encoder); the "
+                        "warm-up steps must cover its compilation. Tags the result file -co1.")
     args = parser.parse_args()
     offline_environment()
     from mtbio.experiments.common import data_dir_for, resolve_tasks
@@ -134,7 +178,8 @@ def main() -> None:
         profiler = StepProfiler(args.warm_steps, args.steps, args.verbose_steps, Path(tmp) / "onednn.log")
         config = RunConfig(tasks=[task], encoder=encoder, data_dir=str(data), output=str(Path(tmp) / "run"),
                            task_defs=defs, batch_size=args.batch_size, max_length=length, epochs=1,
-                           mixed_precision=args.mixed_precision, max_eval_examples=args.batch_size)
+                           mixed_precision=args.mixed_precision, max_eval_examples=args.batch_size,
+                           compile=args.compile)
         # the single-task baseline's path (`mtbio finetune --encoder`), with the profiler listening
         train_tasks(resolve_tasks(config), config, Path(tmp) / "run", encoder, config.learning_rate(REFINE_LR),
                     "single-task", data_dir_for(config), listeners=[profiler])
@@ -146,16 +191,32 @@ def main() -> None:
         groups[group_of(row["op"])] += row["self_cpu_us"]
     top = sorted(profiler.table, key=lambda row: -row["self_cpu_us"])[:30]
     name = f"fixed-{args.fixed_length}" if args.fixed_length else task
+    if torch.cuda.is_available():
+        device_total = sum(row["self_device_us"] for row in profiler.table)
+        device = {"top_device_ops": [{**row, "device_share": row["self_device_us"] / max(device_total, 1e-9)} for row in
+                                     sorted(profiler.table, key=lambda row: -row["self_device_us"])[:30]],
+                  "kernel_gaps": kernel_gaps(profiler.kernels, args.steps)}
+    else:
+        device = {"device_time": "no CUDA device"}
     result = {"task": name, "precision": args.mixed_precision, "batch_size": args.batch_size,
               "max_length": length, "profiled_steps": args.steps, "after_steps": args.warm_steps,
-              "machine": machine(), "self_cpu_seconds_per_step": total / 1e6 / args.steps,
+              "compile": args.compile, "machine": machine(),
+              "matmul_peak_flops_per_second": matmul_peaks(args.peak_seconds),
+              "wall_seconds_per_step": profiler.wall_seconds / args.steps,
+              "self_cpu_seconds_per_step": total / 1e6 / args.steps, **device,
               "groups_share": {g: s / total for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
               "top_ops": [{**row, "share": row["self_cpu_us"] / total} for row in top],
               "onednn_primitive_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
               "onednn_kernels": kernels}
-    tag = "" if chosen_cache is None else f"-cache{chosen_cache}"
+    tag = ("" if chosen_cache is None else f"-cache{chosen_cache}") + ("-co1" if args.compile else "") + device_tag()
     path = write_result(f"profile_step-{name}-{precision_name(args.mixed_precision)}{tag}", result, args.results_dir)
-    print(f"{name} {args.mixed_precision}: {result['self_cpu_seconds_per_step']:.3f} s of op time per step")
+    print(f"{name} {args.mixed_precision}: {result['wall_seconds_per_step']:.3f} s a step, "
+          f"{result['self_cpu_seconds_per_step']:.3f} s of host op time")
+    if "kernel_gaps" in result:
+        gaps = result["kernel_gaps"]
+        print(f"  device busy {gaps['busy_seconds_per_step']:.3f} s a step, idle between kernels "
+              f"{gaps['gap_seconds_per_step']:.3f} s ({gaps['kernels_per_step']:.0f} kernels a step, largest gap "
+              f"{gaps['largest_gap_us']:.0f} us)")
     for group, share in result["groups_share"].items():
         print(f"  {group:14s} {share:6.1%}")
     for event, entries in kernels.items():
