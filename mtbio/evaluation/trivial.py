@@ -44,8 +44,3 @@ def near_trivial(score: float, trivial: float, metric: str) -> bool:
     """Whether `score` is within NEAR_TRIVIAL of `trivial`, or below it (in the metric's direction)."""
     return metric_sign(metric) * (score - trivial) < NEAR_TRIVIAL
 
-
-def trivial_relation(score: float, trivial: float, metric: str) -> str:
-    """How a not-learned score stands to its trivial score, in words: below it, or within a point of it."""
-    return ("below its trivial score" if metric_sign(metric) * (score - trivial) < 0
-            else "within a point of its trivial score")

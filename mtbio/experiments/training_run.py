@@ -31,13 +31,13 @@ from mtbio.data.loading import read_split
 from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
-from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
+from mtbio.evaluation.trivial import trivial_score
 from mtbio.fileio import make_dir, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter
 from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
                                  sentence_pooling)
-from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
+from mtbio.model.floor import TRIVIAL, describe_floor, floor_relation, is_below_floor, no_training_baselines, task_floor
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.heads.blocks import block_spec
 from mtbio.model.multitask import MultiTaskModel
@@ -422,22 +422,17 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
     trivial = {t.name: trivial_score(t, data[t.name].splits["train"].examples, data[t.name].splits["dev"].examples)
                for t in tasks}
-    not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
-                                                                                  t.metric))
-    for task in (t for t in tasks if t.name in not_learned):
-        score = dev[task.name][task.metric]
-        log.warning("%s: not learned: dev %s %.4f is %s %.4f (check the learning rate and the training length)",
-                    task.name, task.metric, score, trivial_relation(score, trivial[task.name], task.metric),
-                    trivial[task.name])
-    below = {}
-    for task in (t for t in tasks if t.name in dev):
-        found = below_floor(dev[task.name][task.metric], floor.get(task.name, {}), task.metric)
-        if found is not None:
-            below[task.name] = found[0]
-        if found is not None and task.name not in not_learned:  # a not-learned task has its warning already
-            log.warning("%s: below its no-training baselines: dev %s %.4f is below %s (%s %.4f); train longer or "
-                        "with the recipe's small-data settings", task.name, task.metric, dev[task.name][task.metric],
-                        describe_floor(found[0]), found[0], found[1])
+    floors = {t.name: task_floor(trivial[t.name], floor.get(t.name, {}), t.metric) for t in tasks}
+    below = sorted(t.name for t in tasks if t.name in dev and is_below_floor(dev[t.name][t.metric], floors[t.name],
+                                                                                t.metric))
+    for task in (t for t in tasks if t.name in below):
+        score, found = dev[task.name][task.metric], floors[task.name]
+        advice = ("check the learning rate and the training length" if found["source"] == TRIVIAL
+                  else "train longer or with the recipe's small-data settings")
+        log.warning("%s: below its floor: dev %s %.4f is %s %s (%s %.4f), the best of its trivial score and "
+                    "no-training baselines; %s", task.name, task.metric, score,
+                    floor_relation(score, found, task.metric), describe_floor(found["source"]), found["source"],
+                    found["score"], advice)
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
         _load_saved(trainer, run_dir, [t.name for t in tasks])
@@ -455,14 +450,14 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "dev": dev,
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
-        "not_learned": not_learned,
         "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
         "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
                           for name, found in per_task.best.items()} if per_task is not None else {},
         "lp_start": start.heads if start is not None else [],  # heads fitted before step 1 (--lp-ft)
         "start_scores": start.scores if start is not None else {},  # their dev scores before step 1
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
-        "below_baselines": below,  # task → the baseline its dev score is below
+        "floor": floors,  # task → {score, source}: the best of its trivial score and its baselines
+        "below_floor": below,  # tasks whose dev score does not clear their floor
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows
