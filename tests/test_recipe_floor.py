@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from mtbio.cli import main
@@ -37,3 +38,39 @@ def test_the_floor_is_the_best_of_the_trivial_score_and_the_baselines_with_one_w
     results = json.loads((run / "demo-nli" / "results.json").read_text())
     assert results["floor"]["demo-nli"] == {"score": 0.9, "source": "probe"} and results["below_floor"] == ["demo-nli"]
     assert "not_learned" not in results and "below_baselines" not in results
+
+
+def _task_defs_with_entity_relation(tmp_path: Path) -> Path:
+    """The samples' definitions and a relation task of the `entity_relation` kind on the relation sample."""
+    import shutil
+
+    import yaml
+
+    defs = tmp_path / "defs"
+    shutil.copytree(SAMPLE_DIR / "task_defs", defs)
+    relation = yaml.safe_load((defs / "demo-relation.yml").read_text())
+    relation.update(name="demo-entities", type="entity_relation", entity_markers="keep",
+                    type_options={"markers": ["@DRUG$", "@DRUG$"]})
+    (defs / "demo-entities.yml").write_text(yaml.safe_dump(relation))
+    return defs
+
+
+def test_an_lp_ft_start_scores_what_its_probe_scores_for_every_kind(tmp_path: Path, tiny_encoder: str,
+                                                                      monkeypatch) -> None:
+    """A sentence-level head of a single text (relation classes) and of a pair (NLI), multi-label, a regression of
+    two texts, entity-start relations and tagging: each LP-FT start's dev score is its probe baseline's."""
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    tasks = ["demo-relation", "demo-nli", "demo-hoc", "demo-sts", "demo-entities", "demo-ner"]
+    run = tmp_path / "run"
+    done = CliRunner().invoke(main, ["refine", "--tasks", ",".join(tasks), "--task-defs",
+                                     str(_task_defs_with_entity_relation(tmp_path)), "--data-dir", str(SAMPLE_DIR),
+                                     "--encoder", tiny_encoder, "--lp-ft", "--max-steps", "1", "--max-length", "48",
+                                     "--max-train-examples", "80", "--output", str(run)])
+    assert done.exit_code == 0, done.output
+    results = json.loads((run / "results.json").read_text())
+    assert sorted(results["lp_start"]) == sorted(tasks)
+    for task in tasks:
+        metric = next(iter(results["dev"][task]))
+        # classes and tags to the example; a regression's Pearson to float32 rounding of its predictions
+        assert results["start_scores"][task][metric] == pytest.approx(results["baselines"][task]["probe"], abs=1e-6), task
+    assert "pooling: mean" in (run / "tasks" / "demo-relation.yml").read_text()  # the probe's, not [CLS]

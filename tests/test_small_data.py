@@ -130,7 +130,8 @@ def test_below_floor_follows_the_metrics_direction() -> None:
 
 def test_an_lp_ft_start_is_the_probe_fitted_on_the_frozen_encoder(tmp_path: Path, tiny_encoder: str) -> None:
     """With --lp-ft and a learning rate too small to move anything, the saved head is the logistic regression
-    fitted on the frozen encoder's [CLS] vectors of the training examples, computed here on its own."""
+    fitted on the frozen encoder's mean-pooled vectors of the training examples (what its probe reads, so the head
+    reads them too), computed here on its own."""
     from safetensors.torch import load_file
     from sklearn.linear_model import LogisticRegression
     from transformers import AutoModel, AutoTokenizer
@@ -153,7 +154,7 @@ def test_an_lp_ft_start_is_the_probe_fitted_on_the_frozen_encoder(tmp_path: Path
     examples = load_task_data(task, SAMPLE_DIR, tokenizer, ["train"], 40, 48).splits["train"].examples
     with torch.no_grad():
         x = torch.cat([encoder(**tokenizer(ex.text, ex.text_b, truncation=True, max_length=48,
-                                           return_tensors="pt")).last_hidden_state[:, 0] for ex in examples])
+                                           return_tensors="pt")).last_hidden_state.mean(1) for ex in examples])
     y = [task.label_list.index(str(ex.label)) for ex in examples]
     assert len(set(y)) == 3
     probe = LogisticRegression(max_iter=2000).fit(x.double().numpy(), y)

@@ -42,6 +42,7 @@ from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.heads.blocks import block_spec
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.pair_form import MAX_EXAMPLES as PROBE_EXAMPLES
+from mtbio.model.probes import PROBE_POOLING
 from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, with_pair_form
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.model.weightings import build_weighting
@@ -167,14 +168,19 @@ def recipe_options(config: RunConfig) -> list[str]:
         return []
 
 
-def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None) -> TaskDef:
-    """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are)."""
-    if choice == "task":
+def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None,
+                    lp_ft: bool = False) -> TaskDef:
+    """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are). Under
+    LP-FT a new head (task or auto) reads what its probe read (`PROBE_POOLING`), so its start is that probe."""
+    saved = heads_source / task.name if heads_source is not None else None
+    fresh = saved is None or not saved.is_dir()
+    if choice == "task" and not (lp_ft and fresh):
         return task
     pooling = choice
-    if choice == "auto":
-        saved = heads_source / task.name if heads_source is not None else None
-        pooling = (read_head_config(saved).pooling if saved is not None and saved.is_dir()
+    if choice in ("task", "auto") and lp_ft and fresh:
+        pooling = PROBE_POOLING
+    elif choice == "auto":
+        pooling = (read_head_config(saved).pooling if saved is not None and not fresh
                    else sentence_pooling(encoder_source) or task.pooling)
     return task if pooling == task.pooling else task.kind.with_pooling(task, pooling)
 
@@ -200,7 +206,7 @@ def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, to
             require_data(task, data_dir)
             assert data_dir is not None
             train = read_split(task, "train", data_dir, train_examples_of(config, task.name))
-            pooling = sentence_pooling(encoder_source) or "mean"
+            pooling = PROBE_POOLING  # what the cross form's probe reads
             with untouched_rng():
                 scores = probe_scores(task, encoder, tokenizer, train,
                                       effective_max_length(task, tokenizer, config.max_length), pooling)
@@ -365,7 +371,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     tokenizer = load_tokenizer(encoder_source)
     encoder = load_encoder(encoder_source)
     tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source, encoder_source)
-    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
+    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source, config.lp_ft)
+             for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
     check_resume(run_dir, config, tasks)
