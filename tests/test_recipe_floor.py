@@ -74,3 +74,69 @@ def test_an_lp_ft_start_scores_what_its_probe_scores_for_every_kind(tmp_path: Pa
         # classes and tags to the example; a regression's Pearson to float32 rounding of its predictions
         assert results["start_scores"][task][metric] == pytest.approx(results["baselines"][task]["probe"], abs=1e-6), task
     assert "pooling: mean" in (run / "tasks" / "demo-relation.yml").read_text()  # the probe's, not [CLS]
+
+
+def _uninformative_binary_task(tmp_path: Path) -> tuple[Path, Path]:
+    """A binary relation set whose texts say nothing (one sentence for every example) and whose negative class is
+    the majority (60%): the argmax predicts no positive (F1 0), the all-positive rule scores 2·0.4/1.4."""
+    data = tmp_path / "data"
+    (data / "rel").mkdir(parents=True)
+    for split, n in (("train", 50), ("dev", 20)):
+        rows = [f"{split}{i}\tThe drug was given with the other drug.\t{'none' if i % 5 < 3 else 'interacts'}"
+                for i in range(n)]
+        (data / "rel" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    (defs / "rel.yml").write_text("name: rel\ntype: classification\ndomain: demo\nformat: tsv\n"
+                                  "columns: {id: 0, text: 1, label: 2}\nfiles: {train: rel/train.tsv, dev: rel/dev.tsv}\n"
+                                  "labels: [none, interacts]\nnegative_label: none\nmetric: micro_f1\n")
+    return defs, data
+
+
+def test_a_positive_class_f1_fits_its_threshold_on_training_and_predict_and_export_use_it(
+        tmp_path: Path, tiny_encoder: str, monkeypatch) -> None:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from mtbio.kinds.heads.classification import fit_negative_threshold
+
+    # the all-positive rule (every negative probability below the threshold) beats the argmax (nothing positive)
+    assert fit_negative_threshold([0.6, 0.6, 0.6], [1, 1, 1], [0.4, 0.4, 0.4], [0, 1, 0], 0) == pytest.approx(0.8)
+    assert fit_negative_threshold([0.2, 0.9], [1, 1], [0.8, 0.1], [1, 0], 0) is None  # the argmax is right already
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    defs, data = _uninformative_binary_task(tmp_path)
+    args = ["finetune", "--task", "rel", "--task-defs", str(defs), "--data-dir", str(data), "--encoder", tiny_encoder,
+            "--lp-ft", "--pooling", "cls", "--lr", "1e-9", "--max-steps", "1", "--max-length", "32"]
+    scores = {}
+    for rule in ("fixed", "fit"):
+        done = CliRunner().invoke(main, [*args, "--thresholds", rule, "--output", str(tmp_path / rule)])
+        assert done.exit_code == 0, done.output
+        scores[rule] = json.loads((tmp_path / rule / "rel" / "results.json").read_text())["dev"]["rel"]["micro_f1"]
+    assert scores == {"fixed": 0.0, "fit": pytest.approx(2 * 0.4 / 1.4)}
+    run = tmp_path / "fit" / "rel"
+    saved = json.loads((run / "heads" / "rel" / "head_config.json").read_text())
+    assert saved["negative"] == "none" and len(saved["thresholds"]) == 1 and 0.5 < saved["thresholds"][0] < 1
+    (tmp_path / "inputs.txt").write_text("The drug was given with the other drug.\n" * 3)
+    done = CliRunner().invoke(main, ["predict", str(run), "--task", "rel", "--input", str(tmp_path / "inputs.txt"),
+                                     "--output", str(tmp_path / "predicted.jsonl")])
+    assert done.exit_code == 0, done.output
+    predicted = [json.loads(line) for line in (tmp_path / "predicted.jsonl").read_text().splitlines()]
+    assert [p["prediction"] for p in predicted] == ["interacts"] * 3
+    done = CliRunner().invoke(main, ["export", str(run), "--task", "rel", "--output", str(tmp_path / "export")])
+    assert done.exit_code == 0, done.output
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "export").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "export")
+    with torch.no_grad():
+        logits = model(**tokenizer(["The drug was given with the other drug."], return_tensors="pt")).logits
+    assert model.config.id2label[int(logits.argmax(-1))] == "interacts"  # the threshold rides in the bias
+
+
+def test_a_fitted_negative_threshold_among_three_classes_is_not_exported(tiny_encoder: str) -> None:
+    from mtbio.errors import MtbioError
+    from mtbio.kinds.heads.classification import ClassificationHead
+    from mtbio.model.heads import HeadConfig
+
+    head = ClassificationHead(HeadConfig(task="ddi", type="classification", hidden_size=4,
+                                         labels=["none", "a", "b"], negative="none", thresholds=[0.7]))
+    with pytest.raises(MtbioError, match="predicts 'none' only above a fitted probability"):
+        head.export_layer()

@@ -71,6 +71,7 @@ def head_config_for(task: TaskDef, hidden_size: int, encoder_config: Any = None)
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
                       pooling=task.pooling, type_options=dict(task.type_options),
+                      negative=task.negative_label or "" if task.metric == "micro_f1" else "",
                       sliding_window=task.sliding_window.model_dump() if task.sliding_window is not None else {},
                       block=block_spec(encoder_config) if exported and encoder_config is not None else {})
 
