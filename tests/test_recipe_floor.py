@@ -140,3 +140,49 @@ def test_a_fitted_negative_threshold_among_three_classes_is_not_exported(tiny_en
                                          labels=["none", "a", "b"], negative="none", thresholds=[0.7]))
     with pytest.raises(MtbioError, match="predicts 'none' only above a fitted probability"):
         head.export_layer()
+
+
+def _pair_regression_task(tmp_path: Path) -> tuple[Path, Path]:
+    """Pairs of six-word texts whose label is how many words the second shares with the first (0-6): the cosine of
+    the two texts encoded on their own ranks them, a probe on the pair encoded together hardly can."""
+    import random
+
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(300)]
+    data = tmp_path / "data"
+    (data / "pairs").mkdir(parents=True)
+    for split, n in (("train", 80), ("dev", 30)):
+        rows = []
+        for i in range(n):
+            first, shared = rng.sample(vocab, 6), i % 7
+            second = first[:shared] + rng.sample([w for w in vocab if w not in first], 6 - shared)
+            rng.shuffle(second)
+            rows.append(f"{split}{i}\t{' '.join(first)}\t{' '.join(second)}\t{shared}")
+        (data / "pairs" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    (defs / "pairs.yml").write_text("name: pairs\ntype: regression\ndomain: demo\nformat: tsv\n"
+                                    "columns: {id: 0, text: 1, text_b: 2, label: 3}\n"
+                                    "files: {train: pairs/train.tsv, dev: pairs/dev.tsv}\nmetric: pearson\n")
+    return defs, data
+
+
+def test_pair_form_auto_trains_a_regression_of_two_texts_from_its_cosine(tmp_path: Path, tiny_encoder: str,
+                                                                         monkeypatch) -> None:
+    monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
+    defs, data = _pair_regression_task(tmp_path)
+    run = tmp_path / "run"
+    done = CliRunner().invoke(main, ["finetune", "--task", "pairs", "--task-defs", str(defs), "--data-dir", str(data),
+                                     "--encoder", tiny_encoder, "--pair-form", "auto", "--lp-ft", "--lr", "1e-9",
+                                     "--max-steps", "1", "--max-length", "32", "--output", str(run)])
+    assert done.exit_code == 0, done.output
+    results = json.loads((run / "pairs" / "results.json").read_text())
+    chosen = results["pair_form"]["pairs"]
+    assert chosen["form"] == "bi" and chosen["probes"]["bi"] > chosen["probes"]["cross"], chosen
+    assert "type: cosine_regression" in (run / "pairs" / "tasks" / "pairs.yml").read_text()
+    baselines = results["baselines"]["pairs"]
+    assert baselines["cosine-mean"] > baselines["probe"]  # the set as made: the cosine beats the cross probe
+    # the start is the zero-shot cosine, scaled onto the labels by the baseline's own linear fit
+    assert results["start_scores"]["pairs"]["pearson"] == pytest.approx(baselines["cosine-mean"], abs=1e-6)
+    assert results["dev"]["pairs"]["pearson"] >= baselines["cosine-mean"] - 1e-6
+    assert results["below_floor"] == []

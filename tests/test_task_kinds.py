@@ -42,8 +42,8 @@ def test_no_module_outside_the_kinds_names_a_kind() -> None:
 
 
 def test_the_shipped_kinds_are_registered_and_a_type_is_checked_against_them() -> None:
-    assert kind_names() == ["bi_encoder", "classification", "cosine_classification", "entity_relation", "multilabel",
-                            "regression", "span_extraction", "tagging"]
+    assert kind_names() == ["bi_encoder", "classification", "cosine_classification", "cosine_regression",
+                            "entity_relation", "multilabel", "regression", "span_extraction", "tagging"]
     with pytest.raises(ValidationError, match="unknown task type 'ordinal' \\(known: bi_encoder, classification"):
         TaskDef(name="x", type="ordinal", format="tsv", files={"train": "a"}, metric="accuracy")
     regression = TaskDef(name="x", type="regression", format="tsv", files={"train": "a"})

@@ -122,8 +122,9 @@ class RunConfig(BaseModel):
         "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
         "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
     pair_form: Literal["task", "auto", "cross", "bi"] = option(
-        "task", "How a classification of two texts is trained: each task's own type; cross, the pair encoded together; "
-        "bi, each text encoded on its own and their cosine classified (cosine_classification); auto, per task the "
+        "task", "How a classification or regression of two texts is trained: each task's own type; cross, the pair "
+        "encoded together; bi, each text encoded on its own and their cosine classified or regressed "
+        "(cosine_classification, cosine_regression); auto, per task the "
         "form whose linear probe on the frozen encoder scores higher in 5-fold cross-validation on the training "
         "examples (bi only when strictly higher). The resolved type is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
