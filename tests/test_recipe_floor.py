@@ -186,3 +186,35 @@ def test_pair_form_auto_trains_a_regression_of_two_texts_from_its_cosine(tmp_pat
     assert results["start_scores"]["pairs"]["pearson"] == pytest.approx(baselines["cosine-mean"], abs=1e-6)
     assert results["dev"]["pairs"]["pearson"] >= baselines["cosine-mean"] - 1e-6
     assert results["below_floor"] == []
+
+
+def _bench_train():
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    return importlib.import_module("bench_train")
+
+
+def test_bench_train_trains_both_sides_at_the_recipe_rate_and_refuses_a_difference_at_a_trivial_score() -> None:
+    from types import SimpleNamespace
+
+    bench = _bench_train()
+    args = SimpleNamespace(lr=None, encoder=None, batch_size=32, max_length=128)
+    assert bench.hyperparameters(args)["lr"] == 2e-4  # the packaged MiniLM's recipe, for mtbio and the Trainer
+    assert bench.hyperparameters(SimpleNamespace(**{**vars(args), "lr": 1e-3}))["lr"] == 1e-3
+
+    def side(dev: float) -> dict:
+        return {"train_examples_per_second": 30.0, "dev_mean": dev, "dev_sd": 0.0, "peak_memory_mb": 900.0,
+                "trivial": 0.0, "mean_train_flops_per_example": 1e6}
+
+    task = SimpleNamespace(name="bc5cdr-chem")
+    unlearned = {"metric": "entity_f1", "sides": {"mtbio-no": side(0.62), "trainer-no": side(0.004)}}
+    line = bench.summarise(task, unlearned, {"fp32": 1e11})
+    assert unlearned["difference_points_fp32"] is None and unlearned["speed_ratio_fp32"] == 1.0
+    assert "quality not compared: trainer-no ends at its trivial score (dev entity_f1 0.0040, trivial 0.0000)" in line
+    assert unlearned["quality_refused_fp32"].startswith("trainer-no ends at its trivial score")
+    learned = {"metric": "entity_f1", "sides": {"mtbio-no": side(0.62), "trainer-no": side(0.60)}}
+    line = bench.summarise(task, learned, {"fp32": 1e11})
+    assert learned["difference_points_fp32"] == pytest.approx(2.0) and "(+2.00 pts)" in line
+    assert "quality_refused_fp32" not in learned
