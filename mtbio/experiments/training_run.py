@@ -172,14 +172,15 @@ def recipe_options(config: RunConfig) -> list[str]:
 def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None,
                     lp_ft: bool = False) -> TaskDef:
     """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are). Under
-    LP-FT a new head (task or auto) reads what its probe read (`PROBE_POOLING`), so its start is that probe."""
+    LP-FT (task or auto) a new head reads what its probe read (`PROBE_POOLING`), so its start is that probe, and a
+    head that starts from a saved one reads what that one read."""
     saved = heads_source / task.name if heads_source is not None else None
     fresh = saved is None or not saved.is_dir()
-    if choice == "task" and not (lp_ft and fresh):
+    if choice == "task" and not lp_ft:
         return task
     pooling = choice
-    if choice in ("task", "auto") and lp_ft and fresh:
-        pooling = PROBE_POOLING
+    if choice in ("task", "auto") and lp_ft:
+        pooling = PROBE_POOLING if fresh else read_head_config(saved).pooling  # type: ignore[arg-type]
     elif choice == "auto":
         pooling = (read_head_config(saved).pooling if saved is not None and not fresh
                    else sentence_pooling(encoder_source) or task.pooling)
