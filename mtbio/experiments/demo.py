@@ -8,8 +8,9 @@ refinement run's `baselines`: a probe on frozen features, a pair's zero-shot cos
 
 The schedule is the one that makes every column learn in that time: 3 refinement epochs at 3e-4 with the small-data
 recipe's settings (each new head fitted on the frozen features first, LP-FT; thresholds fitted on the training
-examples; a pair task in the form its probe favours), then one fine-tuning epoch at 5e-5 that starts from the
-refined heads (its own baselines, of the refined encoder, are not scored: the table's floor is the untrained
+examples; a pair task in the form its probe favours; each task's best evaluation kept for it, `--select per-task`),
+then one fine-tuning epoch at 5e-5 that starts from that task's refined weights and keeps them where no evaluation
+beats them (its own baselines, of the refined encoder, are not scored: the table's floor is the untrained
 encoder's).
 """
 from __future__ import annotations
@@ -50,7 +51,9 @@ def run_demo(output: Path, encoder: str | None = None, epochs: int | None = None
     if (output / MARKER).is_file():
         shutil.rmtree(output)
     write_text(output / MARKER, "created by `mtbio demo`; safe to delete\n")
-    refine_dir, refined = refine(demo_config(output=str(output / "refine"), encoder=encoder, epochs=epochs))
+    # each task's own best refined weights (its LP-FT start among them) are what its fine-tune starts from
+    refine_dir, refined = refine(demo_config(output=str(output / "refine"), encoder=encoder, epochs=epochs,
+                                             select_by="per-task"))
     finetune(demo_config(from_run=str(refine_dir), output=str(output / "finetune"), epochs=1, batch_size=16,
                          lr=5e-5, baselines=False))
     table = evaluate_paths([refine_dir, output / "finetune"], "dev", SAMPLE_DIR, rescore=False)

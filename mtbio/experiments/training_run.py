@@ -410,7 +410,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
         if config.select_by == "per-task" and len(tasks) > 1 else None
     fitted = [name for name, done in lp_start.items() if done]
-    start = EvaluateStart(fitted) if fitted or (resuming and config.lp_ft) else None  # resumed: its state comes back
+    # under LP-FT every start is a candidate for the kept weights: fitted heads, and heads that start from saved ones
+    # (a fine-tune of a refined run keeps its start where no evaluation beats it); resumed: its state comes back
+    start = EvaluateStart(fitted) if fitted or (config.lp_ft and (resuming or len(fresh) < len(tasks))) else None
     own = [listener for listener in (start, per_task) if listener is not None]
     trainer = Trainer(model, tokenizer, data, TrainerOptions.of(config), run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])

@@ -129,8 +129,9 @@ class RunConfig(BaseModel):
         "examples (bi only when strictly higher). The resolved type is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
                          "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start, a new "
-                         "sentence-level head reading the probe's mean pooling unless --pooling names one; the start is "
-                         "evaluated on dev before the first step, a candidate for the kept weights).")
+                         "sentence-level head reading the probe's mean pooling unless --pooling names one; the start, "
+                         "fitted or from saved heads, is evaluated on dev before the first step, a candidate for the "
+                         "kept weights).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
     thresholds: Literal["fixed", "fit"] = option(
