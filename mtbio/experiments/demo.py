@@ -1,7 +1,7 @@
 """`mtbio demo`: refine then fine-tune on the small samples that ship inside the package.
 
 One sample per task type (NER, relation, NLI, similarity, multi-label), written for mtbio in
-the real formats, on the packaged MiniLM-L6 encoder: about two minutes on two CPU cores, no data
+the real formats, on the packaged MiniLM-L6 encoder: a few minutes on two CPU cores, no data
 directory, no network. The table ends with each task's best no-training baseline of the packaged encoder (the
 refinement run's `baselines`: a probe on frozen features, a pair's zero-shot cosine) and its trivial score
 (majority class, all `O`, empty label set), so a reader sees what every column learned beyond both.
