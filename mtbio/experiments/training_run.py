@@ -461,7 +461,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "dev": dev,
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
-        "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
+        "pair_form": pair_forms,  # pair classification and regression tasks: the form trained and what chose it
         "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
                           for name, found in per_task.best.items()} if per_task is not None else {},
         "lp_start": start.heads if start is not None else [],  # heads fitted before step 1 (--lp-ft)
