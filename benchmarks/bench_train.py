@@ -1,9 +1,12 @@
 """Training speed and quality: `mtbio finetune` against a plain Hugging Face `Trainer`.
 
 Same encoder (the packaged MiniLM-L6 unless --encoder; `bert-base-random` for a BERT-base-sized
-config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, lr 5e-5,
-10% linear warm-up, weight decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...; on the mtbio side
-none of its recipe's small-data settings, SAME_AS_TRAINER), same scorer (mtbio's metric on dev). The
+config), same data (read by mtbio's readers), same hyperparameters (1 epoch, batch 32, the encoder's recipe
+learning rate, e.g. the packaged MiniLM's 2e-4, where 5e-5 learned nothing in an epoch; 10% linear warm-up, weight
+decay 0.01, clipping 1.0, max length 128, seeds 42, 43, ...; on the mtbio side none of its recipe's small-data
+settings, SAME_AS_TRAINER), same scorer (mtbio's metric on dev). A quality difference is reported only between
+sides that both learned: where either ends within a point of its trivial score (or below), `difference_points_*`
+is null and `quality_refused_*` says why. The
 Trainer side is what a researcher writes by hand: `AutoModelForTokenClassification` /
 `AutoModelForSequenceClassification` and the default collator.
 
@@ -81,9 +84,29 @@ FIRST_SEED = 42
 BATCHING = {"bucket_window": "bw", "sub_batches": "sb", "packing": "pk", "compile": "co", "pad_multiple": "pm"}
 
 
+def recipe_lr(encoder: str | None) -> float:
+    """The learning rate mtbio's recipe for `encoder` trains at (`--recipe auto`), else HYPER's."""
+    from mtbio.training.config import RunConfig
+
+    return RunConfig(encoder=encoder).lr or HYPER["lr"]
+
+
 def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
-    """HYPER with this run's batch size and maximum length."""
-    return {**HYPER, "batch_size": args.batch_size, "max_length": args.max_length, "mtbio": SAME_AS_TRAINER}
+    """HYPER with this run's batch size, maximum length and learning rate (the encoder's recipe's unless given)."""
+    lr = args.lr if args.lr is not None else recipe_lr(args.encoder)
+    return {**HYPER, "lr": lr, "batch_size": args.batch_size, "max_length": args.max_length, "mtbio": SAME_AS_TRAINER}
+
+
+def quality_refusal(sides: dict[str, dict[str, Any]], metric: str) -> str | None:
+    """Why no quality difference between these sides is reported (one ends at its trivial score), else None."""
+    from mtbio.evaluation.trivial import near_trivial
+
+    for key, side in sides.items():
+        trivial = side.get("trivial")
+        if trivial is not None and near_trivial(side["dev_mean"], trivial, metric):
+            return (f"{key} ends at its trivial score (dev {metric} {side['dev_mean']:.4f}, trivial {trivial:.4f}): "
+                    "it learned nothing, so a difference in quality says nothing")
+    return None
 
 
 def batching(args: argparse.Namespace) -> dict[str, int | bool]:
@@ -113,6 +136,7 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     from mtbio.evaluation.metrics import score_task
+    from mtbio.evaluation.trivial import trivial_score
 
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     labels = task.label_list
@@ -166,7 +190,8 @@ def run_trainer(task: Any, data_dir: Path, encoder: str, out_dir: Path, precisio
     scores = score_task(task, [e.label for e in dev], predictions, [e.group for e in dev])
     lengths = [len(x) for x in train_ds["input_ids"]]
     flops = [flops_per_sequence(model.config, n) for n in lengths]
-    return {"dev": scores, "train_seconds": train_seconds, "train_examples": len(train),
+    return {"dev": scores, "trivial": trivial_score(task, train, dev), "train_seconds": train_seconds,
+            "train_examples": len(train),
             "train_examples_per_second": len(train) / train_seconds,
             "train_real_tokens_per_second": sum(lengths) / train_seconds,
             **({"steady_train_examples_per_second": steady_examples / (clock.end - clock.warm_end),
@@ -227,7 +252,8 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
     [(run_dir, results)] = finetune(config)
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
     saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
-    return {"dev": results["dev"][task.name], "pooling": head["pooling"], "wall_seconds": results["wall_seconds"],
+    return {"dev": results["dev"][task.name], "trivial": results["trivial"][task.name], "pooling": head["pooling"],
+            "wall_seconds": results["wall_seconds"],
             "batching": {key: saved[key] for key in BATCHING}, "steps": results["steps"],
             "options": {key: saved[key] for key in SAME_AS_TRAINER},
             "train_examples_per_second": results["train_examples_per_second"],
@@ -266,7 +292,7 @@ def run_side(args: argparse.Namespace, task: str, side: str, precision: str, see
     command = [sys.executable, __file__, "--side", side, "--precision", precision, "--tasks", task, "--seed", str(seed),
                "--encoder", encoder, "--data-dir", str(args.data_dir), "--child-output", str(output),
                "--pooling", args.pooling, "--batch-size", str(args.batch_size),
-               "--max-length", str(args.max_length)]
+               "--max-length", str(args.max_length), "--lr", str(hyperparameters(args)["lr"])]
     if side == "mtbio+recompute":
         command += ["--activation-checkpointing", str(args.activation_checkpointing)]
     for key, value in batching(args).items():
@@ -295,6 +321,8 @@ def aggregate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
             "train_examples_per_second": median("train_examples_per_second"),
             "train_real_tokens_per_second": median("train_real_tokens_per_second"),
             "peak_memory_mb": max(run["peak_memory_mb"] for run in runs), "runs": runs}
+    if "trivial" in runs[0]:  # the same data on every seed: one trivial score
+        side["trivial"] = runs[0]["trivial"]
     if "task_disk_bytes" in runs[0]:
         side["task_disk_bytes"] = runs[0]["task_disk_bytes"]
     if all("steady_train_examples_per_second" in run for run in runs):
@@ -327,11 +355,15 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
             continue
         name = precision_name(key.split("-", 1)[1])
         result[f"speed_ratio_{name}"] = side["train_examples_per_second"] / trainer["train_examples_per_second"]
-        result[f"difference_points_{name}"] = 100 * (side["dev_mean"] - trainer["dev_mean"])
+        refused = quality_refusal({key: side, key.replace("mtbio-", "trainer-"): trainer}, result["metric"])
+        result[f"difference_points_{name}"] = None if refused else 100 * (side["dev_mean"] - trainer["dev_mean"])
+        if refused:
+            result[f"quality_refused_{name}"] = refused
         result[f"peak_memory_ratio_{name}"] = side["peak_memory_mb"] / trainer["peak_memory_mb"]
+        quality = (f"quality not compared: {refused}" if refused
+                   else f"{result[f'difference_points_{name}']:+.2f} pts")
         parts.append(f"mtbio/Trainer{'' if name == 'fp32' else ' ' + name} ×{result[f'speed_ratio_{name}']:.2f} "
-                     f"({result[f'difference_points_{name}']:+.2f} pts), "
-                     f"memory ×{result[f'peak_memory_ratio_{name}']:.2f}")
+                     f"({quality}), memory ×{result[f'peak_memory_ratio_{name}']:.2f}")
         if "steady_train_examples_per_second" in side and "steady_train_examples_per_second" in trainer:
             result[f"steady_speed_ratio_{name}"] = (side["steady_train_examples_per_second"]
                                                     / trainer["steady_train_examples_per_second"])
@@ -473,6 +505,8 @@ def main() -> None:
                         help="Train on a synthetic task whose texts fill this many tokens (for GPU MFU at length "
                              "128) instead of --tasks; --max-train-examples sets its size (default 16384).")
     parser.add_argument("--seeds", type=int, default=1, help="Seeds 42, 43, ... per side (quality as mean ± sd).")
+    parser.add_argument("--lr", type=float, default=None, help="Learning rate of both sides (default: the encoder's "
+                        "mtbio recipe's, e.g. 2e-4 for the packaged MiniLM).")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--peak-seconds", type=float, default=2.0,
                         help="How long each matmul peak measurement runs (default: 2).")

@@ -228,21 +228,29 @@ def test_f6_select_md_at_one_seed_prints_no_verdict() -> None:
 
 def test_f7_the_warning_and_the_card_say_below_when_a_score_is_below_its_trivial_score(runs: Path, tmp_path: Path,
                                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    from mtbio.model.floor import floor_relation
+
     from mtbio.evaluation.trivial import trivial_relation
 
     assert trivial_relation(0.47, 0.53, "accuracy") == "below its trivial score by 6.0 points"
     assert trivial_relation(0.535, 0.53, "accuracy") == "within a point of its trivial score"
     assert trivial_relation(0.60, 0.53, "mse") == "below its trivial score by 0.07"  # lower is better for mse
+    trivial_floor = {"score": 0.53, "source": "trivial"}
+    assert floor_relation(0.47, trivial_floor, "accuracy") == "below"
+    assert floor_relation(0.535, trivial_floor, "accuracy") == "within a point of"
+    assert floor_relation(0.60, trivial_floor, "mse") == "below"  # lower is better for mse
     run = runs / "rel" / "demo-relation"
     results = json.loads((run / "results.json").read_text())
     score, trivial = results["dev"]["demo-relation"]["micro_f1"], results["trivial"]["demo-relation"]
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
+    # a results file written before `floor` and `below_floor`: its `not_learned` is still read
+    results.pop("floor"), results.pop("below_floor")
     results["dev"]["demo-relation"]["micro_f1"], results["not_learned"] = trivial - 0.06, ["demo-relation"]
     (copy / "results.json").write_text(json.dumps(results))
     _ok("export", copy, "--task", "demo-relation", "--output", tmp_path / "out")
     card = (tmp_path / "out" / "README.md").read_text()
-    assert "**Not learned:** this run left the task below its trivial score" in card
+    assert "**Below its floor:** this run's dev score is below its trivial score" in card
     assert score is not None
 
 

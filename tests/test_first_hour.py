@@ -193,7 +193,7 @@ def test_the_readme_first_refine_learns_every_task_at_the_defaults(tmp_path: Pat
     result = CliRunner().invoke(main, words[1:])
     assert result.exit_code == 0, result.output
     results = json.loads((tmp_path / "first" / "results.json").read_text())
-    assert results["not_learned"] == []
+    assert results["below_floor"] == []
     metrics = {"chemprot": "micro_f1", "bc5cdr-chem": "entity_f1"}
     assert sorted(results["dev"]) == sorted(metrics)
     margins = {t: results["dev"][t][m] - results["trivial"][t] for t, m in metrics.items()}

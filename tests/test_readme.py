@@ -150,3 +150,5 @@ def test_quickstart_demo_runs_and_prints_the_table(tmp_path: Path, tiny_encoder:
     trivial = next(line for line in done.stdout.splitlines() if line.startswith("trivial")).split()
     columns = header.split()
     assert trivial[columns.index("demo-ner")] == "0.0000"  # all O: no entity found
+    floor = next(line for line in done.stdout.splitlines() if line.startswith("no training (best baseline)"))
+    assert len(floor.split()) == len(columns) + 3  # the row's name is three words; every task has a baseline

@@ -83,7 +83,7 @@ def test_a_run_below_its_no_training_baselines_warns_lists_it_and_its_card_says_
     from mtbio.model import floor
 
     monkeypatch.setenv("MTBIO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(training_run, "near_trivial", lambda *args: False)  # judged on its baselines alone
+    monkeypatch.setattr(training_run, "trivial_score", lambda *args: -1.0)  # judged on its baselines alone
     args = ["finetune", "--task", "demo-relation", "--task-defs", str(SAMPLE_DIR / "task_defs"), "--data-dir",
             str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
             "--max-train-examples", "40", "--max-length", "48"]
@@ -93,7 +93,7 @@ def test_a_run_below_its_no_training_baselines_warns_lists_it_and_its_card_says_
     found = results["baselines"]["demo-relation"]
     assert set(found) == {"probe"} and 0 <= found["probe"] <= 1  # a single-text task: the probe alone
     dev = results["dev"]["demo-relation"]["micro_f1"]
-    assert (results["below_baselines"] == {"demo-relation": "probe"}) == (dev < found["probe"])
+    assert (results["below_floor"] == ["demo-relation"]) == (dev < found["probe"])
     # the same start, task and data again: the baselines come from the cache, the encoder is not loaded for them
     calls: list[int] = []
     real = floor.probes.no_training_scores
@@ -106,13 +106,15 @@ def test_a_run_below_its_no_training_baselines_warns_lists_it_and_its_card_says_
     monkeypatch.setattr(training_run, "no_training_baselines", lambda *a, **k: {"probe": 1.0})
     result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "below")])
     assert result.exit_code == 0, result.output
-    assert "demo-relation: below its no-training baselines" in result.output
-    assert "a logistic regression on frozen features (probe 1.0000)" in result.output
+    assert "demo-relation: below its floor: dev micro_f1" in result.output
+    assert "a logistic regression on frozen features (probe 1.0000), the best of its trivial score" in result.output
     run = tmp_path / "below" / "demo-relation"
-    assert json.loads((run / "results.json").read_text())["below_baselines"] == {"demo-relation": "probe"}
+    saved = json.loads((run / "results.json").read_text())
+    assert saved["below_floor"] == ["demo-relation"] and saved["floor"]["demo-relation"] == {"score": 1.0,
+                                                                                             "source": "probe"}
     result = CliRunner().invoke(main, ["export", str(run), "--task", "demo-relation", "--output", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "**Below its baselines:** this run's dev score is below a logistic regression on frozen features" in \
+    assert "**Below its floor:** this run's dev score is below a logistic regression on frozen features" in \
         (tmp_path / "out" / "README.md").read_text()
 
 
@@ -128,7 +130,8 @@ def test_below_floor_follows_the_metrics_direction() -> None:
 
 def test_an_lp_ft_start_is_the_probe_fitted_on_the_frozen_encoder(tmp_path: Path, tiny_encoder: str) -> None:
     """With --lp-ft and a learning rate too small to move anything, the saved head is the logistic regression
-    fitted on the frozen encoder's [CLS] vectors of the training examples, computed here on its own."""
+    fitted on the frozen encoder's mean-pooled vectors of the training examples (what its probe reads, so the head
+    reads them too), computed here on its own."""
     from safetensors.torch import load_file
     from sklearn.linear_model import LogisticRegression
     from transformers import AutoModel, AutoTokenizer
@@ -151,7 +154,7 @@ def test_an_lp_ft_start_is_the_probe_fitted_on_the_frozen_encoder(tmp_path: Path
     examples = load_task_data(task, SAMPLE_DIR, tokenizer, ["train"], 40, 48).splits["train"].examples
     with torch.no_grad():
         x = torch.cat([encoder(**tokenizer(ex.text, ex.text_b, truncation=True, max_length=48,
-                                           return_tensors="pt")).last_hidden_state[:, 0] for ex in examples])
+                                           return_tensors="pt")).last_hidden_state.mean(1) for ex in examples])
     y = [task.label_list.index(str(ex.label)) for ex in examples]
     assert len(set(y)) == 3
     probe = LogisticRegression(max_iter=2000).fit(x.double().numpy(), y)

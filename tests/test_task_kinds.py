@@ -43,6 +43,7 @@ def test_no_module_outside_the_kinds_names_a_kind() -> None:
 
 def test_the_shipped_kinds_are_registered_and_a_type_is_checked_against_them() -> None:
     assert kind_names() == ["bi_encoder", "classification", "contrastive_pair", "cosine_classification",
+                            "cosine_regression",
                             "entity_relation", "multilabel", "regression", "span_extraction", "tagging"]
     with pytest.raises(ValidationError, match="unknown task type 'ordinal' \\(known: bi_encoder, classification"):
         TaskDef(name="x", type="ordinal", format="tsv", files={"train": "a"}, metric="accuracy")

@@ -448,8 +448,8 @@ def test_a_lower_is_better_metric_keeps_its_best_checkpoint(tmp_path: Path, tiny
 
 
 def test_a_run_that_learns_nothing_says_so_and_its_card_too(tmp_path: Path, tiny_encoder: str) -> None:
-    """A task left within a point of its trivial score gets a warning line, `not_learned` in results.json
-    (beside each task's trivial score) and a "Not learned" line on its exported model card."""
+    """A task left within a point of its trivial score (its floor here) gets a warning line, `below_floor` in
+    results.json (beside each task's trivial score and floor) and a "Below its floor" line on its exported card."""
     import json
 
     from click.testing import CliRunner
@@ -462,13 +462,13 @@ def test_a_run_that_learns_nothing_says_so_and_its_card_too(tmp_path: Path, tiny
                                      "--data-dir", str(SAMPLE_DIR), "--encoder", tiny_encoder, "--max-steps", "1",
                                      "--lr", "1e-9", "--output", str(run)])
     assert done.exit_code == 0, done.output
-    assert "demo-nli: not learned: dev accuracy" in done.output
+    assert "demo-nli: below its floor: dev accuracy" in done.output
     results = json.loads((run / "demo-nli" / "results.json").read_text())
-    assert results["not_learned"] == ["demo-nli"] and 0 < results["trivial"]["demo-nli"] < 1
+    assert results["below_floor"] == ["demo-nli"] and 0 < results["trivial"]["demo-nli"] < 1
     done = CliRunner().invoke(main, ["export", str(run / "demo-nli"), "--task", "demo-nli", "--output",
                                      str(tmp_path / "export")])
     assert done.exit_code == 0, done.output
-    assert "**Not learned:**" in (tmp_path / "export" / "README.md").read_text()
+    assert "**Below its floor:**" in (tmp_path / "export" / "README.md").read_text()
 
 
 def test_task_examples_caps_one_task_beside_the_others() -> None:

@@ -329,34 +329,40 @@ def original_encoder(run_dir: Path) -> tuple[str, list[str]]:
     return str(encoder), []
 
 
-def not_learned(results: dict[str, Any], task: str) -> bool:
-    """A task the run left within a point of its trivial score, or below it (results.json's `not_learned`)."""
-    return task in (results.get("not_learned") or [])
+def below_floor(results: dict[str, Any], task: str) -> dict[str, Any] | None:
+    """The floor ({score, source}) that the run's dev score of `task` did not clear, else None: results.json's
+    `below_floor` and `floor`, or in a file written before them, `not_learned` (the trivial score) and
+    `below_baselines` (a baseline)."""
+    from mtbio.model.floor import TRIVIAL
+
+    if "below_floor" in results:
+        if task not in results["below_floor"]:
+            return None
+        return (results.get("floor") or {}).get(task) or {"score": None, "source": TRIVIAL}
+    if task in (results.get("not_learned") or []):
+        return {"score": (results.get("trivial") or {}).get(task), "source": TRIVIAL}
+    below = (results.get("below_baselines") or {}).get(task)
+    return {"score": (results.get("baselines") or {}).get(task, {}).get(below), "source": below} if below else None
 
 
 def _banner(results: dict[str, Any], task: str) -> list[str]:
     """The warning a card opens with when the run's own scores say the model should not be used."""
-    from mtbio.evaluation.trivial import trivial_relation
+    from mtbio.model.floor import describe_floor, floor_relation
 
-    dev, trivial = (results.get("dev") or {}).get(task), (results.get("trivial") or {}).get(task)
+    dev = (results.get("dev") or {}).get(task)
     if results.get("stage") == "merge" and not dev:
         return ["**Not scored:** this merged model was never scored on dev (`mtbio merge --score dev` scores it); "
                 "nothing here says it does the task.", ""]
-    if not_learned(results, task):
-        relation = "near or below its trivial score"
-        if dev and trivial is not None:
-            metric = next(iter(dev))
-            relation = trivial_relation(float(dev[metric]), float(trivial), metric)
-        return [f"**Not learned:** this run left the task {relation}; do not use it.", ""]
-    below = (results.get("below_baselines") or {}).get(task)
-    if below:
-        from mtbio.model.floor import describe_floor
-
-        floor = (results.get("baselines") or {}).get(task, {}).get(below)
-        return [f"**Below its baselines:** this run's dev score is below {describe_floor(below)} on the same data"
-                + (f" ({below} {floor:.4f})" if floor is not None else "") + "; the frozen encoder does better without "
-                "training.", ""]
-    return []
+    floor = below_floor(results, task)
+    if floor is None:
+        return []
+    relation = "near or below"
+    if dev and floor["score"] is not None:
+        metric = next(iter(dev))
+        relation = floor_relation(float(dev[metric]), floor, metric)
+    shown = f" ({floor['source']} {float(floor['score']):.4f})" if floor["score"] is not None else ""
+    return [f"**Below its floor:** this run's dev score is {relation} {describe_floor(floor['source'])}{shown}, the "
+            "best of its trivial score and no-training baselines on the same data; do not use it.", ""]
 
 
 def _run_line(run_dir: Path) -> str:

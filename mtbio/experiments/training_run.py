@@ -34,17 +34,18 @@ from mtbio.data.pipeline import TaskData, load_task_data
 from mtbio.data.split_cache import file_records
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
-from mtbio.evaluation.trivial import near_trivial, trivial_relation, trivial_score
+from mtbio.evaluation.trivial import trivial_score
 from mtbio.fileio import make_dir, write_json, write_text, writing
 from mtbio.logs import RunLogHandler, run_log
 from mtbio.model.adapters import ADAPTER_DIR, add_adapter, load_adapter
 from mtbio.model.encoder import (default_encoder_path, load_encoder, load_tokenizer, max_input_tokens,
                                  sentence_pooling)
-from mtbio.model.floor import below_floor, describe_floor, no_training_baselines
+from mtbio.model.floor import TRIVIAL, describe_floor, floor_relation, is_below_floor, no_training_baselines, task_floor
 from mtbio.model.heads import HeadConfig, build_head
 from mtbio.model.heads.blocks import block_spec
 from mtbio.model.multitask import MultiTaskModel
 from mtbio.model.pair_form import MAX_EXAMPLES as PROBE_EXAMPLES
+from mtbio.model.probes import PROBE_POOLING
 from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, with_pair_form
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
 from mtbio.model.weightings import build_weighting
@@ -73,6 +74,7 @@ def head_config_for(task: TaskDef, hidden_size: int, encoder_config: Any = None)
     return HeadConfig(task=task.name, type=task.type, hidden_size=hidden_size, labels=task.label_list,
                       dropout=task.dropout, threshold=task.threshold, loss_weight=task.loss_weight,
                       pooling=task.pooling, type_options=dict(task.type_options),
+                      negative=task.negative_label or "" if task.metric == "micro_f1" else "",
                       sliding_window=task.sliding_window.model_dump() if task.sliding_window is not None else {},
                       block=block_spec(encoder_config) if exported and encoder_config is not None else {})
 
@@ -174,14 +176,20 @@ def recipe_options(config: RunConfig) -> list[str]:
         return []
 
 
-def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None) -> TaskDef:
-    """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are)."""
-    if choice == "task":
+def resolve_pooling(task: TaskDef, choice: str, encoder_source: str | None, heads_source: Path | None,
+                    lp_ft: bool = False) -> TaskDef:
+    """`task` with the pooling `--pooling` asks for (its sentence-level head's input; other kinds as they are). Under
+    LP-FT (task or auto) a new head reads what its probe read (`PROBE_POOLING`), so its start is that probe, and a
+    head that starts from a saved one reads what that one read."""
+    saved = heads_source / task.name if heads_source is not None else None
+    fresh = saved is None or not saved.is_dir()
+    if choice == "task" and not lp_ft:
         return task
     pooling = choice
-    if choice == "auto":
-        saved = heads_source / task.name if heads_source is not None else None
-        pooling = (read_head_config(saved).pooling if saved is not None and saved.is_dir()
+    if choice in ("task", "auto") and lp_ft:
+        pooling = PROBE_POOLING if fresh else read_head_config(saved).pooling  # type: ignore[arg-type]
+    elif choice == "auto":
+        pooling = (read_head_config(saved).pooling if saved is not None and not fresh
                    else sentence_pooling(encoder_source) or task.pooling)
     return task if pooling == task.pooling else task.kind.with_pooling(task, pooling)
 
@@ -242,7 +250,7 @@ def resolve_pair_forms(tasks: list[TaskDef], config: RunConfig, encoder: Any, to
             require_data(task, data_dir)
             assert data_dir is not None
             train = read_split(task, "train", data_dir, train_examples_of(config, task.name))
-            pooling = sentence_pooling(encoder_source) or "mean"
+            pooling = PROBE_POOLING  # what the cross form's probe reads
             with untouched_rng():
                 scores = probe_scores(task, encoder, tokenizer, train,
                                       effective_max_length(task, tokenizer, config.max_length), pooling)
@@ -391,9 +399,10 @@ def _load_saved(trainer: Trainer, source: Path, names: list[str]) -> None:
 
 
 def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef], config: RunConfig, run_dir: Path,
-                   stage: str, encoder_source: str | None, trivial: dict[str, float]) -> None:
+                   stage: str, encoder_source: str | None, trivial: dict[str, float],
+                   floors: dict[str, Any]) -> None:
     """Make each `best/<task>/` a one-task run directory (its task, config and results: the task's own best dev
-    evaluation, the run's length, the task's trivial score and whether these weights learned it, and with
+    evaluation, the run's length, the task's trivial score and floor and whether these weights clear it, and with
     --eval-test its test scored once with those weights)."""
     for task in tasks:
         found = per_task.best.get(task.name)
@@ -410,9 +419,9 @@ def _per_task_best(per_task: PerTaskBest, trainer: Trainer, tasks: list[TaskDef]
                                        "selected": "per-task", "joint_run": str(run_dir), "best_step": found["step"],
                                        "steps": trainer.state.global_step, "dev": {task.name: found["dev"]},
                                        "test": test, "trivial": {task.name: trivial[task.name]},
-                                       "not_learned": [task.name] if near_trivial(found["dev"][task.metric],
-                                                                                  trivial[task.name], task.metric)
-                                       else []})
+                                       "floor": {task.name: floors[task.name]},
+                                       "below_floor": [task.name] if is_below_floor(
+                                           found["dev"][task.metric], floors[task.name], task.metric) else []})
 
 
 def build_adapters(tasks: list[TaskDef], encoder: Any, config: RunConfig, heads_source: Path | None) -> tuple[str, ...]:
@@ -447,7 +456,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     tokenizer = load_tokenizer(encoder_source)
     encoder = load_encoder(encoder_source)
     tasks, pair_forms = resolve_pair_forms(tasks, config, encoder, tokenizer, data_dir, heads_source, encoder_source)
-    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source) for t in tasks]
+    tasks = [resolve_pooling(t, config.pooling, encoder_source, heads_source, config.lp_ft)
+             for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
     if config.pooling == "pooler" and getattr(encoder, "pooler", None) is None and any(t.kind.pools for t in tasks):
@@ -490,7 +500,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     per_task = PerTaskBest(lambda m, task: save_model(m, tokenizer, run_dir / BEST_DIR / task, [task])) \
         if config.select_by == "per-task" and len(tasks) > 1 else None
     fitted = [name for name, done in lp_start.items() if done]
-    start = EvaluateStart(fitted) if fitted or (resuming and config.lp_ft) else None  # resumed: its state comes back
+    # under LP-FT every start is a candidate for the kept weights: fitted heads, and heads that start from saved ones
+    # (a fine-tune of a refined run keeps its start where no evaluation beats it); resumed: its state comes back
+    start = EvaluateStart(fitted) if fitted or (config.lp_ft and (resuming or len(fresh) < len(tasks))) else None
     own = [listener for listener in (start, per_task) if listener is not None]
     trainer = Trainer(model, tokenizer, data, TrainerOptions.of(config), run_dir, lr, accelerator,
                       on_best=lambda m: save_model(m, tokenizer, run_dir), listeners=[*listeners, *own])
@@ -512,28 +524,23 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
     dev = state.best_scores  # dev scores of the weights saved in run_dir (the best evaluation)
     trivial = {t.name: trivial_score(t, data[t.name].splits["train"].examples, data[t.name].splits["dev"].examples)
                for t in tasks}
-    not_learned = sorted(t.name for t in tasks if t.name in dev and near_trivial(dev[t.name][t.metric], trivial[t.name],
-                                                                                  t.metric))
-    for task in (t for t in tasks if t.name in not_learned):
-        score = dev[task.name][task.metric]
-        log.warning("%s: not learned: dev %s %.4f is %s (%.4f; check the learning rate and the training length)",
-                    task.name, task.metric, score, trivial_relation(score, trivial[task.name], task.metric),
-                    trivial[task.name])
-    below = {}
-    for task in (t for t in tasks if t.name in dev):
-        found = below_floor(dev[task.name][task.metric], floor.get(task.name, {}), task.metric)
-        if found is not None:
-            below[task.name] = found[0]
-        if found is not None and task.name not in not_learned:  # a not-learned task has its warning already
-            log.warning("%s: below its no-training baselines: dev %s %.4f is below %s (%s %.4f); train longer or "
-                        "with the recipe's small-data settings", task.name, task.metric, dev[task.name][task.metric],
-                        describe_floor(found[0]), found[0], found[1])
+    floors = {t.name: task_floor(trivial[t.name], floor.get(t.name, {}), t.metric) for t in tasks}
+    below = sorted(t.name for t in tasks if t.name in dev and is_below_floor(dev[t.name][t.metric], floors[t.name],
+                                                                                t.metric))
+    for task in (t for t in tasks if t.name in below):
+        score, found = dev[task.name][task.metric], floors[task.name]
+        advice = ("check the learning rate and the training length" if found["source"] == TRIVIAL
+                  else "train longer or with the recipe's small-data settings")
+        log.warning("%s: below its floor: dev %s %.4f is %s %s (%s %.4f), the best of its trivial score and "
+                    "no-training baselines; %s", task.name, task.metric, score,
+                    floor_relation(score, found, task.metric), describe_floor(found["source"]), found["source"],
+                    found["score"], advice)
     test: dict[str, dict[str, float]] = {}
     if config.eval_test:  # test is scored once, with the best-dev weights as saved on disk
         _load_saved(trainer, run_dir, [t.name for t in tasks])
         test = trainer.evaluate("test")
     if per_task is not None:  # after the joint weights' own test: this loads each task's weights in turn
-        _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source, trivial)
+        _per_task_best(per_task, trainer, tasks, config, run_dir, stage, encoder_source, trivial, floors)
     results = {
         "stage": stage,
         "tasks": [t.name for t in tasks],
@@ -545,14 +552,14 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
         "dev": dev,
         "test": test,
         "trivial": trivial,  # dev, the task's metric: the better of the training-majority and dev's best constant
-        "not_learned": not_learned,
-        "pair_form": pair_forms,  # pair classification tasks: the form trained (--pair-form) and what chose it
+        "pair_form": pair_forms,  # pair classification and regression tasks: the form trained and what chose it
         "per_task_best": {name: {"step": found["step"], "dev": found["dev"]}  # --select per-task: best/<task>/
                           for name, found in per_task.best.items()} if per_task is not None else {},
         "lp_start": start.heads if start is not None else [],  # heads fitted before step 1 (--lp-ft)
         "start_scores": start.scores if start is not None else {},  # their dev scores before step 1
         "baselines": floor,  # dev, the task's metric: the start encoder's no-training baselines (--baselines)
-        "below_baselines": below,  # task → the baseline its dev score is below
+        "floor": floors,  # task → {score, source}: the best of its trivial score and its baselines
+        "below_floor": below,  # tasks whose dev score does not clear their floor
         "skipped_batches": state.skipped,
         "stopped_early": state.stopped_early,
         "packed_tasks": sorted(trainer.packed),  # tagging tasks whose batches ran as packed rows

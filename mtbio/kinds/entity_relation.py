@@ -9,12 +9,15 @@ opens each entity; the same string twice means its first and second occurrence. 
 both markers is an error naming its line, unless `missing: cls` reads [CLS] for it (DDI marks 54 of its
 33,508 pairs with one merged `@DRUG-DRUG$`). Labels,
 metrics and the trivial predictor are single-label classification's. No `AutoModelFor*` class carries this
-head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it.
+head, so `mtbio export` refuses it; `mtbio.load` and `mtbio predict` serve it. Its no-training probe reads what the
+head reads (the two entity starts of the frozen encoder), so an LP-FT start scores what the probe scores.
 """
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +26,7 @@ from mtbio.data.featurize import text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.errors import DataFormatError
 from mtbio.kinds.classification import SingleLabel, class_labels
+from mtbio.model.probes import ClassProbe
 from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
 
@@ -49,9 +53,40 @@ def marker_starts(text: str, markers: tuple[str, str]) -> tuple[int, int]:
     return first, text.find(markers[1], after)
 
 
+def entity_vectors(encoder: Any, tokenizer: Any, examples: Sequence[Example], task: TaskDef, max_length: int,
+                   batch_size: int = 64) -> np.ndarray:
+    """The frozen encoder's hidden states at the two entity starts of each example, concatenated (float64), as the
+    head reads them."""
+    import torch
+
+    columns = task.kind.featurize(examples, task, tokenizer, max_length)
+    names = [key for key in ("input_ids", "attention_mask", "token_type_ids") if key in columns]
+    rows = []
+    encoder.eval()
+    with torch.no_grad():
+        for start in range(0, len(examples), batch_size):
+            part = slice(start, start + batch_size)
+            padded = tokenizer.pad({key: columns[key][part] for key in names}, return_tensors="pt")
+            hidden = encoder(**padded).last_hidden_state.float()
+            positions = torch.tensor(columns["entity_positions"][part])
+            rows.append(hidden[torch.arange(hidden.shape[0])[:, None], positions].flatten(1).double().numpy())
+    return np.concatenate(rows) if rows else np.zeros((0, 2 * int(encoder.config.hidden_size)))
+
+
+class EntityProbe(ClassProbe):
+    """A logistic regression on the frozen entity-start vectors: the relation head's features."""
+
+    def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
+                  scored: Sequence[Example], max_length: int) -> dict[str, list[Any]]:
+        fit = entity_vectors(encoder, tokenizer, train, task, max_length)
+        return {"probe": self.fit_predict(task, fit, [ex.label for ex in train],
+                                          entity_vectors(encoder, tokenizer, scored, task, max_length))}
+
+
 @register_kind
 class EntityRelation(SingleLabel):
     name = "entity_relation"
+    probe = EntityProbe()
     pools = False
     default_metric = "micro_f1"
     options = MarkerOptions

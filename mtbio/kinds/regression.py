@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 @register_kind
 class Regression(TaskKind):
     name = "regression"
+    pair_form = "cross"  # a pair is encoded together
     labels = NUMBER
     probe = NumberProbe()
     min_labels = 0

@@ -1,6 +1,6 @@
-"""The floor a trained task must clear: its encoder's no-training baselines (`mtbio.model.probes`) on the run's own
-training subset and dev split, computed once per (encoder, task definition, training subset, scored examples,
-length) and cached as JSON under MTBIO_CACHE_DIR/baselines, so every run of a sweep on the same start reads them
+"""The floor a trained task must clear: the best of its trivial score and its encoder's no-training baselines
+(`mtbio.model.probes`) on the run's own training subset and dev split. The baselines are computed once per (encoder,
+task definition, training subset, scored examples, length) and cached as JSON under MTBIO_CACHE_DIR/baselines, so every run of a sweep on the same start reads them
 back. A cache that cannot be written costs time, not the run."""
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from mtbio.data.example import Example
 from mtbio.data.featurize import examples_fingerprint
 from mtbio.data.split_cache import default_cache_dir
 from mtbio.evaluation.metrics import metric_sign
+from mtbio.evaluation.trivial import NEAR_TRIVIAL
 from mtbio.fileio import WriteError, write_json
 from mtbio.model import probes
 from mtbio.tasks.schema import TaskDef
 
 log = logging.getLogger(__name__)
-PROBE_NAMES = {"probe": "a logistic regression on frozen features", "cosine-mean": "the encoder's zero-shot cosine",
+TRIVIAL = "trivial"
+PROBE_NAMES = {TRIVIAL: "its trivial score (the best constant prediction)",
+               "probe": "a logistic regression on frozen features", "cosine-mean": "the encoder's zero-shot cosine",
                "cosine-cls": "the encoder's zero-shot [CLS] cosine"}
 
 
@@ -72,6 +75,28 @@ def below_floor(score: float, baselines: Mapping[str, float], metric: str) -> tu
     """The best baseline when `score` is below it (in the metric's direction), else None."""
     best = best_baseline(baselines, metric)
     return best if best is not None and metric_sign(metric) * (score - best[1]) < 0 else None
+
+
+def task_floor(trivial: float | None, baselines: Mapping[str, float], metric: str) -> dict[str, Any] | None:
+    """{score, source}: the best of the trivial score and the baselines in the metric's direction (the trivial score
+    wins a tie; None without either)."""
+    found = {**({TRIVIAL: trivial} if trivial is not None else {}), **baselines}
+    best = best_baseline(found, metric)
+    return {"score": best[1], "source": best[0]} if best is not None else None
+
+
+def is_below_floor(score: float, floor: Mapping[str, Any] | None, metric: str) -> bool:
+    """Whether `score` fails to clear `floor`: within NEAR_TRIVIAL of it or below when the floor is the trivial score
+    (a constant learns nothing), below it when the floor is a baseline."""
+    if not floor:
+        return False
+    margin = NEAR_TRIVIAL if floor["source"] == TRIVIAL else 0.0
+    return metric_sign(metric) * (score - float(floor["score"])) < margin
+
+
+def floor_relation(score: float, floor: Mapping[str, Any], metric: str) -> str:
+    """How a score that fails to clear its floor stands to it, in words."""
+    return "below" if metric_sign(metric) * (score - float(floor["score"])) < 0 else "within a point of"
 
 
 def describe_floor(name: str) -> str:

@@ -1,9 +1,9 @@
-"""`--pair-form`: a classification task over two texts trained as a cross-encoder (the pair encoded together, the
-`classification` kind) or as a bi-encoder (each text encoded on its own, their cosine the one feature:
-`cosine_classification`).
+"""`--pair-form`: a classification or regression task over two texts trained as a cross-encoder (the pair encoded
+together, the `classification` and `regression` kinds) or as a bi-encoder (each text encoded on its own, their cosine
+the one feature: `cosine_classification`, `cosine_regression`).
 
 `auto` decides per task on the training examples only: each form's linear probe on the frozen start encoder (the
-pair encoded together and pooled as the encoder embeds a sentence, mean without a sentence-transformers config; the
+pair encoded together and mean-pooled, as the `probe` baseline reads it; the
 `cosine-mean` baseline's one-feature model) is scored by 5-fold cross-validation on up to 1,000 of them (folds keep
 a task's groups together). A form's probe is evidence only where it beats the trivial score (the training majority)
 by the metric's `min_delta` (1 point for accuracy); the other form is taken when its probe is evidence and beats this
@@ -31,7 +31,7 @@ MAX_EXAMPLES = 1000
 
 
 def pair_form(task: TaskDef) -> str | None:
-    """The task's form (cross, bi), or None for a task that is not a classification of two texts."""
+    """The task's form (cross, bi), or None for a task of two texts whose kind has no other form, or of one text."""
     return task.kind.pair_form if is_pair_task(task) else None
 
 
@@ -41,7 +41,8 @@ def with_pair_form(task: TaskDef, form: str, pooling: str | None = None) -> Task
     if pair_form(task) is None:
         return task
     if pair_form(task) != form:
-        task = TaskDef.model_validate({**task.model_dump(), "type": pair_form_kind(form), "type_options": {},
+        task = TaskDef.model_validate({**task.model_dump(), "type": pair_form_kind(form, task.kind.labels),
+                                       "type_options": {},
                                        "pooling": "cls"})
     return task if pooling is None else task.kind.with_pooling(task, pooling)  # a bi-encoder does not pool
 
@@ -50,14 +51,18 @@ def _cross_validated(task: TaskDef, x: np.ndarray, examples: Sequence[Example]) 
     """The task's metric of a linear probe on `x`, each example predicted by the model fitted on the other folds."""
     from sklearn.model_selection import StratifiedGroupKFold
 
+    from sklearn.model_selection import GroupKFold
+
+    numbers = all(isinstance(ex.label, (int, float)) for ex in examples)  # a regression: folds need no strata
     labels = [str(ex.label) for ex in examples]
     counts = np.unique(labels, return_counts=True)[1]
-    folds = min(FOLDS, int(counts.min())) if len(counts) > 1 else 0
+    folds = min(FOLDS, len(examples) if numbers else int(counts.min())) if len(counts) > 1 else 0
     if folds < 2:
         return None
     groups = [ex.group if ex.group is not None else ex.uid for ex in examples]
     predicted: list[Any] = [None] * len(examples)
-    for fit, held in StratifiedGroupKFold(folds, shuffle=True, random_state=0).split(x, labels, groups):
+    splitter = GroupKFold(folds) if numbers else StratifiedGroupKFold(folds, shuffle=True, random_state=0)
+    for fit, held in splitter.split(x, labels, groups):
         for i, label in zip(held, task.kind.probe.fit_predict(task, x[fit], [examples[j].label for j in fit], x[held])):
             predicted[i] = label
     return float(score_task(task, [ex.label for ex in examples], predicted)[task.metric])

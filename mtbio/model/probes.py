@@ -11,6 +11,9 @@ means something only beside these (and the trivial score).
 
 - `probe` (tagging): a multinomial logistic regression on the frozen embedding of each word's first
   sub-word, one tag per word (words past the encoder's length are tagged `O`).
+
+Each probe predicts with the weights its `head_weights` fits (the LP-FT head start), so a head that reads the
+probe's features (under LP-FT a sentence-level head reads `PROBE_POOLING`) starts at the probe's score.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     import torch
 
 POOLINGS = ("mean", "cls")
+PROBE_POOLING = "mean"  # what a sentence-level probe reads; under LP-FT a new sentence-level head reads it too
 ABSENT_BIAS = -10.0  # below every fitted logit: a class the training set never shows stays unpredicted
 
 
@@ -137,24 +141,33 @@ def word_embeddings(encoder: Any, tokenizer: Any, sentences: Sequence[Sequence[s
 
 
 def tag_probe(encoder: Any, tokenizer: Any, train: Sequence[Example], scored: Sequence[Example],
-              max_length: int, window: SlidingWindow | None = None) -> list[list[str]]:
-    """The token-level probe's tags for `scored`: a logistic regression from each word's vector to its tag."""
-    from sklearn.linear_model import LogisticRegression
-
+              max_length: int, window: SlidingWindow | None = None, tags: Sequence[str] = ()) -> list[list[str]]:
+    """The token-level probe's tags for `scored`: a logistic regression from each word's vector to its tag (over
+    `tags`, the head's tag list, fitted as the LP-FT head start is: `ClassProbe.head_weights`)."""
     fit = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in train], max_length, window=window)
     x = np.concatenate([v for v in fit if len(v)]) if any(len(v) for v in fit) else np.zeros((0, 1))
     y = [str(tag) for ex, v in zip(train, fit) for tag in list(ex.label or [])[:len(v)]]  # type: ignore[arg-type]
     vectors = word_embeddings(encoder, tokenizer, [ex.tokens or [] for ex in scored], max_length, window=window)
-    if len(set(y)) < 2:
-        model = None
-    else:
-        model = LogisticRegression(max_iter=1000).fit(x, y)
-    tags = []
+    predict = class_model(x, y, list(tags) or sorted(set(y)))
+    out = []
     for ex, v in zip(scored, vectors):
-        words = len(ex.tokens or [])
-        predicted = [str(t) for t in model.predict(v)] if model is not None and len(v) else [y[0] if y else "O"] * len(v)
-        tags.append(predicted + ["O"] * (words - len(predicted)))
-    return tags
+        predicted = predict(v) if len(v) else []
+        out.append(predicted + ["O"] * (len(ex.tokens or []) - len(predicted)))
+    return out
+
+
+def class_model(train_x: np.ndarray, train_y: Sequence[str], names: Sequence[str]) -> Callable[[np.ndarray], list[str]]:
+    """The classes the head start fitted on (train_x, train_y) predicts for the rows of an array
+    (`ClassProbe.head_weights` over the classes `names`, in the head's order): the baseline predicts exactly as the
+    LP-FT start does. One class seen in training: that class."""
+    index = {name: i for i, name in enumerate(names)}
+    y = np.array([index[str(label)] for label in train_y], dtype=np.int64)
+    found = ClassProbe().head_weights(train_x, y, len(names)) if len(set(y.tolist())) > 1 else None
+    if found is None:
+        constant = str(train_y[0]) if len(train_y) else "O"
+        return lambda x: [constant] * len(x)
+    weight, bias = found
+    return lambda x: [names[i] for i in (x @ weight.T + bias).argmax(-1).tolist()]
 
 
 def cosines(encoder: Any, tokenizer: Any, examples: Sequence[Example], max_length: int) -> dict[str, np.ndarray]:
@@ -203,23 +216,18 @@ class SentenceProbe(Probe):
 
         def features(examples: Sequence[Example]) -> np.ndarray:
             return embed(encoder, tokenizer, [ex.text or "" for ex in examples],
-                         [ex.text_b or "" for ex in examples] if pair else None, max_length=max_length,
-                         window=task.sliding_window)
+                         [ex.text_b or "" for ex in examples] if pair else None, pooling=PROBE_POOLING,
+                         max_length=max_length, window=task.sliding_window)
 
         found["probe"] = self.fit_predict(task, features(train), labels, features(scored))
         return found
 
 
 class ClassProbe(SentenceProbe):
-    """One class: a (multinomial) logistic regression."""
+    """One class: a (multinomial) logistic regression, the same fit as the head start."""
 
     def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
-        from sklearn.linear_model import LogisticRegression
-
-        labels = [str(y) for y in train_y]
-        if len(set(labels)) == 1:
-            return [labels[0]] * len(x)  # type: ignore[return-value]
-        return [str(p) for p in LogisticRegression(max_iter=2000).fit(train_x, labels).predict(x)]
+        return class_model(train_x, [str(y) for y in train_y], task.label_list)(x)  # type: ignore[return-value]
 
     def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
         """A logistic regression over the label indices (positions labelled IGNORE_INDEX left out); a class the
@@ -246,18 +254,11 @@ class ClassSetProbe(SentenceProbe):
     """A set of classes: one logistic regression per label (a label always or never present: predicted so)."""
 
     def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
-        from sklearn.linear_model import LogisticRegression
-
-        out: list[list[str]] = [[] for _ in range(len(x))]
-        for name in task.label_list:
-            target = np.array([name in (y or []) for y in train_y])  # type: ignore[operator]
-            if target.all() or not target.any():
-                hits = np.full(len(x), bool(target.all()))
-            else:
-                hits = LogisticRegression(max_iter=2000).fit(train_x, target).predict(x)
-            for i in np.flatnonzero(hits):
-                out[i].append(name)
-        return out  # type: ignore[return-value]
+        names = task.label_list
+        hot = np.array([[name in (y or []) for name in names] for y in train_y], dtype=np.float64)  # type: ignore[operator]
+        weight, bias = self.head_weights(train_x, hot.reshape(len(train_y), len(names)), len(names))
+        positive = x @ weight.T + bias > 0  # the head start's decision at the 0.5 threshold
+        return [[names[j] for j in np.flatnonzero(row)] for row in positive]  # type: ignore[misc]
 
     def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
         from sklearn.linear_model import LogisticRegression
@@ -277,17 +278,19 @@ class NumberProbe(SentenceProbe):
     """A number: a linear regression on one feature (a cosine), a ridge regression on many."""
 
     def fit_predict(self, task: TaskDef, train_x: np.ndarray, train_y: Sequence[Label], x: np.ndarray) -> list[Label]:
-        from sklearn.linear_model import LinearRegression, Ridge
-
-        model = LinearRegression() if train_x.shape[1] == 1 else Ridge(alpha=1.0)
-        return [float(v) for v in model.fit(train_x, [float(y) for y in train_y]).predict(x)]  # type: ignore[arg-type]
+        found = self.head_weights(train_x, np.array([float(y) for y in train_y]), 1)  # type: ignore[arg-type]
+        assert found is not None
+        return [float(v) for v in x @ found[0][0] + found[1][0]]
 
     def head_weights(self, x: np.ndarray, y: np.ndarray, outputs: int) -> tuple[np.ndarray, np.ndarray] | None:
-        from sklearn.linear_model import Ridge
+        """A linear regression on one feature (a cosine: unregularised, so its scale is the labels'), a ridge
+        regression on many."""
+        from sklearn.linear_model import LinearRegression, Ridge
 
         weight, bias = np.zeros((outputs, x.shape[1])), np.zeros(outputs)
         keep = np.isfinite(y.astype(np.float64))
-        model = Ridge(alpha=1.0).fit(x[keep], y[keep].astype(np.float64))
+        model = LinearRegression() if x.shape[1] == 1 else Ridge(alpha=1.0)
+        model.fit(x[keep], y[keep].astype(np.float64))
         weight[0], bias[0] = model.coef_, model.intercept_
         return weight, bias
 
@@ -298,7 +301,7 @@ class TagProbe(ClassProbe):
     def baselines(self, task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],
                   scored: Sequence[Example], max_length: int) -> dict[str, list[Label]]:
         return {"probe": tag_probe(encoder, tokenizer, train, scored, max_length,  # type: ignore[dict-item]
-                                   task.sliding_window)}
+                                   task.sliding_window, task.label_list)}
 
 
 def no_training_scores(task: TaskDef, encoder: Any, tokenizer: Any, train: Sequence[Example],

@@ -51,7 +51,7 @@ class TaskKind:
     default_metric: ClassVar[str]
     options: ClassVar[type[BaseModel] | None] = None  # the model of a definition's `type_options`
     export: ClassVar[ExportSpec | None] = None  # None: no transformers class carries this head
-    pair_form: ClassVar[str | None] = None  # a pair classifier's form, `--pair-form`: cross (encoded together) or bi
+    pair_form: ClassVar[str | None] = None  # a pair classifier's or regression's form, `--pair-form`: cross (encoded together) or bi
     padded_columns: ClassVar[dict[str, int]] = {}  # its featurized columns with one value per token → padding value
     # what its featurized `labels_lost` column counts (`mtbio.data.featurize.LABELS_LOST`), as the warning says it
     lost_labels: ClassVar[str] = "labels were cut off"
@@ -144,13 +144,15 @@ def task_kind(name: str) -> TaskKind:
     return TASK_KINDS.get(name)
 
 
-def pair_form_kind(form: str) -> str:
-    """The registered kind that classifies pairs in `form` (cross, bi)."""
+def pair_form_kind(form: str, labels: Any = None) -> str:
+    """The registered kind that reads pairs in `form` (cross, bi) with labels of the shape `labels` (None: any)."""
     importlib.import_module(SHIPPED_KINDS)
     for name in TASK_KINDS.names():
-        if TASK_KINDS.get(name).pair_form == form:
+        kind = TASK_KINDS.get(name)
+        if kind.pair_form == form and (labels is None or kind.labels is labels):
             return name
-    raise KeyError(f"no task type classifies pairs in the {form} form")
+    raise KeyError(f"no task type reads pairs in the {form} form" + (f" with {labels.description} labels"
+                                                                      if labels is not None else ""))
 
 
 def kind_names() -> list[str]:

@@ -122,13 +122,16 @@ class RunConfig(BaseModel):
         "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
         "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
     pair_form: Literal["task", "auto", "cross", "bi"] = option(
-        "task", "How a classification of two texts is trained: each task's own type; cross, the pair encoded together; "
-        "bi, each text encoded on its own and their cosine classified (cosine_classification); auto, per task the "
+        "task", "How a classification or regression of two texts is trained: each task's own type; cross, the pair "
+        "encoded together; bi, each text encoded on its own and their cosine classified or regressed "
+        "(cosine_classification, cosine_regression); auto, per task the "
         "form whose linear probe on the frozen encoder scores higher in 5-fold cross-validation on the training "
         "examples (bi only when strictly higher). The resolved type is in the run's tasks/*.yml.")
     lp_ft: bool = option(False, "Fit each new head on the frozen encoder's features before the encoder moves (LP-FT, "
-                         "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start; the start is "
-                         "evaluated on dev before the first step, a candidate for the kept weights).")
+                         "Kumar et al. 2022: the probe's logistic or ridge regression as the head's start, a new "
+                         "sentence-level head reading the probe's mean pooling unless --pooling names one; the start, "
+                         "fitted or from saved heads, is evaluated on dev before the first step, a candidate for the "
+                         "kept weights).")
     min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
                                    "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
     max_epochs: int | None = option(None, "A cap on the epochs --min-steps may add: the step floor stops at this many "
@@ -137,9 +140,11 @@ class RunConfig(BaseModel):
     evaluations: int = option(10, "About how many dev evaluations (and checkpoints) a run makes at epoch ends when "
                               "--eval-every is not given; the run's end always evaluates.", ge=1)
     thresholds: Literal["fixed", "fit"] = option(
-        "fixed", "Multi-label decision thresholds: fixed, the task's `threshold` for every label; fit, per label the "
-        "one with the best F1 on (up to 2,000 of) the training examples, refitted before each dev evaluation and "
-        "saved with the head.")
+        "fixed", "Decision thresholds: fixed, a multi-label task's `threshold` for every label and the argmax for a "
+        "classification; fit, per label the one with the best F1 on (up to 2,000 of) the training examples, and for "
+        "a classification scored by micro F1 without its `negative_label` (a positive-class F1) the negative class's "
+        "probability threshold with the best such F1 there where it beats the argmax; refitted before each dev "
+        "evaluation and saved with the head (an export folds a two-class threshold into the bias, refuses more).")
     batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
     eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1, resumable=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", ge=1)

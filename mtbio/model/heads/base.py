@@ -33,6 +33,9 @@ class HeadConfig:
     dropout: float = 0.1
     threshold: float = 0.5
     thresholds: list[float] = field(default_factory=list)  # per label, fitted (--thresholds fit); empty: `threshold`
+    # a classification whose metric leaves this class out (micro F1 of the positive classes): under --thresholds fit
+    # the class is predicted only when its probability reaches thresholds[0] (empty: argmax)
+    negative: str = ""
     loss_weight: float = 1.0
     pooling: str = "cls"
     type_options: dict[str, Any] = field(default_factory=dict)  # the definition's, for kinds whose head reads them
