@@ -430,7 +430,10 @@ def test_every_write_goes_through_the_shared_error_mapping() -> None:
     # checkpoint's rename into place
     allowed_lines = ("json.dump(owner_record(), handle)", "dataset.save_to_disk(str(tmp))", "os.replace(tmp, target)",
                      'self._stream = path.open("a", encoding="utf-8")', "tmp.rename(final)", "part.to_parquet(str(target))",
-                     'with os.fdopen(fd, "w") as handle:', 'handle = open(lock, "a+", encoding="utf-8")')
+                     'with os.fdopen(fd, "w") as handle:', 'handle = open(lock, "a+", encoding="utf-8")',
+                     # `mtbio data get`: a download written under its temporary name, fsynced, renamed into place
+                     'with open(part, "wb") as out:', 'with open(part, "ab" if have else "wb") as out:',
+                     "os.replace(part, dest)", "os.replace(stage, data_dir / folder)")
     stray = [line for line in found if not line.startswith(allowed) and not any(a in line for a in allowed_lines)]
     assert stray == [], "\n".join(stray)
     assert sys.modules.get("mtbio.fileio") is not None

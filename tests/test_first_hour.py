@@ -16,7 +16,7 @@ from mtbio.experiments.pairwise import pairwise
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.reporting.plots import _digits
 from mtbio.reporting.relations import build_relations, report_relations
-from mtbio.reporting.verdicts import IMPROVES, NO_EFFECT, UNDECIDED, WITHHELD
+from mtbio.reporting.verdicts import IMPROVES, NO_VERDICT, UNDECIDED, WITHHELD
 from mtbio.training.config import RunConfig, build_config
 
 
@@ -113,7 +113,7 @@ def test_a_one_seed_sweep_draws_no_coloured_edge(tmp_path: Path, micro_encoder: 
     lines: list[str] = []
     sweep_dir, relations = pairwise(config, echo=lines.append)
     assert relations is not None
-    assert all(e["verdict"] == NO_EFFECT and e["state"] == UNDECIDED for e in relations["edges"])
+    assert all(e["verdict"] == NO_VERDICT and e["state"] == UNDECIDED for e in relations["edges"])
     assert all(e["withheld"] == "1 seed: a verdict needs at least 3" for e in relations["edges"])
     # kw-all lifts kw-few far on this seed, and still the edge is grey
     assert max(e["delta"] for e in relations["edges"]) > 0.1
@@ -135,7 +135,7 @@ def test_an_edge_into_a_target_learned_neither_alone_nor_together_gets_no_verdic
     relations = build_relations(metrics, baseline, together, trivial={"a": 0.50, "b": 0.40})
     edges = {(e["source"], e["target"]): e for e in relations["edges"]}
     into_a = edges[("b", "a")]
-    assert into_a["verdict"] == NO_EFFECT and into_a["state"] == WITHHELD
+    assert into_a["verdict"] == NO_VERDICT and into_a["state"] == WITHHELD
     assert "not learned alone (0.5000) nor with the partner (0.4950)" in into_a["withheld"]
     assert edges[("a", "b")]["verdict"] == IMPROVES and "withheld" not in edges[("a", "b")]
     assert relations["nodes"][0]["trivial"] == 0.50

@@ -1,5 +1,6 @@
-"""benchmarks/device/gpu_set.sh: the GPU set's dry run on the CPU writes every step's JSON, and its budget guard
-stops a step and skips the rest, still leaving the index and the archive."""
+"""benchmarks/device/gpu_set.sh: the GPU set's dry run on the CPU writes every step's JSON (`-m long`: the whole set's
+seventeen processes take about two CPU-minutes), and its budget guard stops a step and skips the rest, still leaving
+the index and the archive."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,8 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "device" / "gpu_set.sh"
@@ -27,6 +30,7 @@ def unpack(out: Path) -> Path:
     return out / "unpacked" / "results"
 
 
+@pytest.mark.long  # 17 processes start, about 2 CPU-minutes: python -m pytest -m long
 def test_the_dry_run_writes_every_steps_json_with_its_figures(tmp_path: Path) -> None:
     done = run_set(tmp_path, "--dry-run")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

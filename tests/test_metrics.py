@@ -183,8 +183,11 @@ PERFECT: dict[str, tuple[TaskDef, list[Any], list[str] | None]] = {
 }
 
 
+SCORED_ELSEWHERE = {"pair_auc": "tests/test_keep_encoder.py (a cosine's ROC area, hand-computed with ties)"}
+
+
 def test_every_registered_metric_is_covered() -> None:
-    assert sorted(PERFECT) == METRICS.names()
+    assert sorted({*PERFECT, *SCORED_ELSEWHERE}) == METRICS.names()
 
 
 @pytest.mark.parametrize("metric", sorted(PERFECT))

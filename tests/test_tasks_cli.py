@@ -24,7 +24,7 @@ def test_list_with_fixture_data(fixtures_dir: Path):
     result = CliRunner().invoke(main, ["tasks", "list", "--data-dir", str(fixtures_dir / "data")])
     assert result.exit_code == 0, result.output
     rows = _rows(result.stdout)
-    assert len(rows) == 27
+    assert len(rows) == 29
     assert rows["hoc"][:9] == ["hoc", "multilabel", "document", "biomedical", "10", "3", "1", "2", "ok"]
     assert rows["biosses"][4] == "-"  # regression: no label vocabulary
     assert rows["ebm-pico"][5:8] == ["-", "2", "1"]  # no train split in the sources: what to do instead

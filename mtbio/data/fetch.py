@@ -148,7 +148,8 @@ def fetch(data_plan: Plan, data_dir: Path) -> Outcome:
                 outcome.bytes += sum(e.size for e in members)
             for folder, stage in staged.items():
                 if stage.is_dir():
-                    os.replace(stage, data_dir / folder)
+                    with writing(data_dir / folder, cleanup=stage):
+                        os.replace(stage, data_dir / folder)
         finally:
             written = {targets[e.dest].parent for e in todo} | {(data_dir / f).parent for f in staged}
             for folder in sorted(f for f in written if f.is_dir()):
