@@ -17,24 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from transfer_table import best_baseline, mean_sd
+
 from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
 
 HERE = Path(__file__).resolve().parent
 PAIR_TARGET = "mqp"
 COSINE_KEEP = 0.02  # the checkpoint keeps the pair target's zero-shot cosine within 2 points of plain's
-
-
-def _best(found: dict[str, float | None]) -> str:
-    values = {k: v for k, v in found.items() if v is not None}
-    if not values:
-        return "–"
-    name = max(values, key=lambda k: values[k])
-    return f"{100 * values[name]:.1f} ({name})"
-
-
-def _pm(scores: dict[str, Any]) -> str:
-    sd = f" ± {100 * scores['sd']:.1f}" if scores.get("sd") is not None else ""
-    return f"{100 * scores['mean']:.1f}{sd}"
 
 
 def _interval(cell: dict[str, Any]) -> str:
@@ -54,11 +43,12 @@ def point_table(result: dict[str, Any]) -> str:
             cells = []
             for start in starts:
                 cell = point["from"].get(start)
-                cells.append("–" if cell is None else
-                             f"{_pm(cell['score'])}, {100 * cell['delta']:+.1f} {_interval(cell)}, {verdict_text(cell)}")
-            baselines = [_best(point["no_training"].get(s) or {}) for s in starts]
+                cells.append("–" if cell is None else f"{mean_sd(cell['score'])}, {100 * cell['delta']:+.1f} "
+                                                      f"{_interval(cell)}, {verdict_text(cell)}")
+            baselines = [best_baseline(point["no_training"].get(s) or {}) for s in starts]
             lines.append("| " + " | ".join([row["target"], str(point["examples"]), trivial,
-                                            _best(point["no_training"].get("plain") or {}), _pm(point["plain"]),
+                                            best_baseline(point["no_training"].get("plain") or {}),
+                                            mean_sd(point["plain"]),
                                             *cells, *baselines]) + " |")
     return "\n".join(lines)
 

@@ -21,7 +21,8 @@ from mtbio.reporting.verdicts import verdict_text
 HERE = Path(__file__).resolve().parent
 
 
-def _best_baseline(found: dict[str, float | None]) -> str:
+def best_baseline(found: dict[str, float | None]) -> str:
+    """The best of a point's no-training baselines (name → score) ×100 with its name, or "–"."""
     values = {name: value for name, value in found.items() if value is not None}
     if not values:
         return "–"
@@ -29,9 +30,14 @@ def _best_baseline(found: dict[str, float | None]) -> str:
     return f"{100 * values[name]:.1f} ({name})"
 
 
-def _cell(scores: dict[str, Any], marked: bool) -> str:
+def mean_sd(scores: dict[str, Any]) -> str:
+    """A mean ± sd ×100 (the mean alone where there is no sd)."""
     sd = f" ± {100 * scores['sd']:.1f}" if scores.get("sd") is not None else ""
-    return f"{100 * scores['mean']:.1f}{sd}" + (" †" if marked else "")
+    return f"{100 * scores['mean']:.1f}{sd}"
+
+
+def _cell(scores: dict[str, Any], marked: bool) -> str:
+    return mean_sd(scores) + (" †" if marked else "")
 
 
 def _levels(cells: list[dict[str, Any]]) -> str:
@@ -53,8 +59,8 @@ def table(result: dict[str, Any]) -> str:
         trivial = "–" if row["trivial"] is None else f"{100 * row['trivial']:.1f}"
         for point in row["points"]:
             cells = [row["target"], str(point["examples"]), trivial,
-                     _best_baseline(point["no_training"].get("plain", {})),
-                     *[_best_baseline(point["no_training"].get(s, {})) for s in starts],
+                     best_baseline(point["no_training"].get("plain", {})),
+                     *[best_baseline(point["no_training"].get(s, {})) for s in starts],
                      _cell(point["plain"], "plain" in point["below"])]
             for start in starts:
                 cell = point["from"].get(start)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from mtbio.reporting.transfer import build_transfer
@@ -11,6 +12,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _table_module():
+    if str(EXAMPLES) not in sys.path:  # as when run as a script: it imports its sibling transfer_table
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location("embed_table", EXAMPLES / "embed_table.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,34 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from demo_cli import DATA, SAMPLE_DEFS, cli as _cli, ok as _ok, one_error_line as _one_error_line
 
-from mtbio.cli import main
 from mtbio.experiments.demo import SAMPLE_DIR
 
-SAMPLE_DEFS = str(SAMPLE_DIR / "task_defs")
-DATA = ["--task-defs", SAMPLE_DEFS, "--data-dir", str(SAMPLE_DIR), "--batch-size", "8", "--max-train-examples", "32",
-        "--max-length", "48", "--seed", "7"]
 TEXTS = ["Aspirin reduced the risk of infarction .", "The patient denies chest pain ."]
 PAIRS = [["The patient denies chest pain.", "The patient has chest pain."],
          ["Aspirin was given.", "The drug was administered."]]
-
-
-def _cli(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _ok(*args: object) -> Result:
-    result = _cli(*args)
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def _one_error_line(result: Result) -> str:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
-    return line
 
 
 # A process in which `import mtbio` fails: what an exported model's user has.

@@ -76,21 +76,27 @@ def test_an_lp_ft_start_scores_what_its_probe_scores_for_every_kind(tmp_path: Pa
     assert "pooling: mean" in (run / "tasks" / "demo-relation.yml").read_text()  # the probe's, not [CLS]
 
 
+def _tsv_task(tmp_path: Path, name: str, rows: dict[str, list[str]], definition: str) -> tuple[Path, Path]:
+    """Task `name`'s TSV splits (split → rows) under tmp_path/data and its definition under tmp_path/defs: the
+    domain, format and files written here, the rest (`definition`: YAML lines) given."""
+    data = tmp_path / "data"
+    (data / name).mkdir(parents=True)
+    for split, lines in rows.items():
+        (data / name / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    defs = tmp_path / "defs"
+    defs.mkdir()
+    files = ", ".join(f"{split}: {name}/{split}.tsv" for split in rows)
+    (defs / f"{name}.yml").write_text(f"name: {name}\ndomain: demo\nformat: tsv\nfiles: {{{files}}}\n{definition}")
+    return defs, data
+
+
 def _uninformative_binary_task(tmp_path: Path) -> tuple[Path, Path]:
     """A binary relation set whose texts say nothing (one sentence for every example) and whose negative class is
     the majority (60%): the argmax predicts no positive (F1 0), the all-positive rule scores 2·0.4/1.4."""
-    data = tmp_path / "data"
-    (data / "rel").mkdir(parents=True)
-    for split, n in (("train", 50), ("dev", 20)):
-        rows = [f"{split}{i}\tThe drug was given with the other drug.\t{'none' if i % 5 < 3 else 'interacts'}"
-                for i in range(n)]
-        (data / "rel" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    defs = tmp_path / "defs"
-    defs.mkdir()
-    (defs / "rel.yml").write_text("name: rel\ntype: classification\ndomain: demo\nformat: tsv\n"
-                                  "columns: {id: 0, text: 1, label: 2}\nfiles: {train: rel/train.tsv, dev: rel/dev.tsv}\n"
-                                  "labels: [none, interacts]\nnegative_label: none\nmetric: micro_f1\n")
-    return defs, data
+    rows = {split: [f"{split}{i}\tThe drug was given with the other drug.\t{'none' if i % 5 < 3 else 'interacts'}"
+                    for i in range(n)] for split, n in (("train", 50), ("dev", 20))}
+    return _tsv_task(tmp_path, "rel", rows, "type: classification\ncolumns: {id: 0, text: 1, label: 2}\n"
+                     "labels: [none, interacts]\nnegative_label: none\nmetric: micro_f1\n")
 
 
 def test_a_positive_class_f1_fits_its_threshold_on_training_and_predict_and_export_use_it(
@@ -149,22 +155,16 @@ def _pair_regression_task(tmp_path: Path) -> tuple[Path, Path]:
 
     rng = random.Random(0)
     vocab = [f"w{i}" for i in range(300)]
-    data = tmp_path / "data"
-    (data / "pairs").mkdir(parents=True)
+    rows: dict[str, list[str]] = {}
     for split, n in (("train", 80), ("dev", 30)):
-        rows = []
+        rows[split] = []
         for i in range(n):
             first, shared = rng.sample(vocab, 6), i % 7
             second = first[:shared] + rng.sample([w for w in vocab if w not in first], 6 - shared)
             rng.shuffle(second)
-            rows.append(f"{split}{i}\t{' '.join(first)}\t{' '.join(second)}\t{shared}")
-        (data / "pairs" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    defs = tmp_path / "defs"
-    defs.mkdir()
-    (defs / "pairs.yml").write_text("name: pairs\ntype: regression\ndomain: demo\nformat: tsv\n"
-                                    "columns: {id: 0, text: 1, text_b: 2, label: 3}\n"
-                                    "files: {train: pairs/train.tsv, dev: pairs/dev.tsv}\nmetric: pearson\n")
-    return defs, data
+            rows[split].append(f"{split}{i}\t{' '.join(first)}\t{' '.join(second)}\t{shared}")
+    return _tsv_task(tmp_path, "pairs", rows, "type: regression\ncolumns: {id: 0, text: 1, text_b: 2, label: 3}\n"
+                     "metric: pearson\n")
 
 
 def test_pair_form_auto_trains_a_regression_of_two_texts_from_its_cosine(tmp_path: Path, tiny_encoder: str,

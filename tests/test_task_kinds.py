@@ -160,3 +160,20 @@ def test_the_task_definition_reference_names_every_registered_kind() -> None:
     row = next(line for line in (PACKAGE.parent / "docs" / "task_definitions.md").read_text().splitlines()
                if line.startswith("| `type` |"))
     assert [name for name in kind_names() if f"`{name}`" not in row] == []
+
+
+@pytest.mark.parametrize("kind, extra", [("bi_encoder", "type_options: {label_range: [0, 5]}\n"),
+                                         ("cosine_regression", ""),
+                                         ("cosine_classification", "labels: [entailment, neutral]\n"),
+                                         ("contrastive_pair", "labels: [entailment, neutral]\n"
+                                                              "type_options: {positive: entailment}\n")])
+def test_each_kind_encoding_a_pairs_texts_on_their_own_names_itself_when_the_second_text_is_missing(
+        kind: str, extra: str, tmp_path: Path) -> None:
+    path = tmp_path / "pairs.yml"
+    path.write_text(f"name: pairs\ntype: {kind}\ndomain: demo\nformat: jsonl\n"
+                    "columns: {id: pairID, text: sentence1, label: gold_label}\n"
+                    f"files: {{train: nli/train.jsonl, dev: nli/dev.jsonl}}\n{extra}")
+    result = CliRunner().invoke(main, ["tasks", "check", str(path)])
+    assert result.exit_code != 0
+    assert (f"task 'pairs': field 'columns': a {kind} task reads a pair of texts; name the second in "
+            "columns: {text_b: ...}") in result.output

@@ -11,14 +11,14 @@ gives embeddings whose cosine is this head's.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mtbio.data.example import Example
 from mtbio.data.featurize import separate_text_columns, separate_text_features
 from mtbio.data.readers import is_pair_task
-from mtbio.kinds.regression import mean_label, number_label
+from mtbio.kinds.regression import mean_label, number_label, number_labels
 from mtbio.model.probes import NumberProbe
 from mtbio.tasks.kinds import ExportSpec, TaskKind, register_kind
 from mtbio.tasks.schema import TaskDef
@@ -45,31 +45,43 @@ class BiEncoderOptions(BaseModel):
         return self
 
 
-@register_kind
-class BiEncoder(TaskKind):
-    name = "bi_encoder"
-    labels = NUMBER
-    probe = NumberProbe()
-    min_labels = 0
+class SeparatePair(TaskKind):
+    """A kind whose pair's two texts are encoded on their own (`separate_text_columns`): its check that a task
+    reads a pair, its features and featurizing. Labels are scores; a kind of other labels sets `label_type` (the
+    `datasets` value type) and `pair_labels`."""
+
     pools = False
-    default_metric = "pearson"
-    options = BiEncoderOptions
-    export = ExportSpec("SentenceTransformer", "sentence-similarity", layout="sentence-transformers")
+    label_type: ClassVar[str] = "float32"
 
     def check(self, task: TaskDef) -> list[str]:
         if not is_pair_task(task):
-            return ["columns: a bi_encoder task reads a pair of texts; name the second in columns: {text_b: ...}"]
+            return [f"columns: a {self.name} task reads a pair of texts; name the second in columns: {{text_b: ...}}"]
         return []
 
     def features(self, tokenizer: Any) -> dict[str, Any]:
         from datasets import Value
 
-        return {"labels": Value("float32"), **separate_text_features(tokenizer)}
+        return {"labels": Value(self.label_type), **separate_text_features(tokenizer)}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
         columns = separate_text_columns(chunk, task, tokenizer, max_length)
-        columns["labels"] = [float("nan") if ex.label is None else float(ex.label) for ex in chunk]  # type: ignore[arg-type]
+        columns["labels"] = self.pair_labels(chunk, task)
         return columns
+
+    def pair_labels(self, chunk: Sequence[Example], task: TaskDef) -> list[Any]:
+        """The `labels` column of `chunk`."""
+        return number_labels(chunk)
+
+
+@register_kind
+class BiEncoder(SeparatePair):
+    name = "bi_encoder"
+    labels = NUMBER
+    probe = NumberProbe()
+    min_labels = 0
+    default_metric = "pearson"
+    options = BiEncoderOptions
+    export = ExportSpec("SentenceTransformer", "sentence-similarity", layout="sentence-transformers")
 
     def head(self, config: HeadConfig) -> CosineHead:
         from mtbio.kinds.heads.bi_encoder import CosineHead

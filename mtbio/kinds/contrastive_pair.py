@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import IGNORE_INDEX, separate_text_columns, separate_text_features
-from mtbio.data.readers import is_pair_task
+from mtbio.data.featurize import IGNORE_INDEX
 from mtbio.errors import MtbioError
 from mtbio.evaluation.metrics import check_scored, register_metric
+from mtbio.kinds.bi_encoder import SeparatePair
 from mtbio.kinds.classification import one_class
-from mtbio.tasks.kinds import TaskKind, register_kind
+from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
 from mtbio.tasks.shapes import LabelShape
 
@@ -86,34 +86,24 @@ def pair_auc(gold: Sequence[Any], pred: Sequence[Any], task: TaskDef, groups: An
 
 
 @register_kind
-class ContrastivePair(TaskKind):
+class ContrastivePair(SeparatePair):
     name = "contrastive_pair"
     labels = PAIR
     min_labels = 2
-    pools = False
+    label_type = "int64"
     default_metric = "pair_auc"
     options = ContrastivePairOptions
 
     def check(self, task: TaskDef) -> list[str]:
-        problems = []
-        if not is_pair_task(task):
-            problems.append("columns: a contrastive_pair task reads a pair of texts; name the second in "
-                            "columns: {text_b: ...}")
+        problems = super().check(task)
         positive = positive_label(task)
         if positive not in task.label_list:
             problems.append(f"type_options: positive '{positive}' is not one of the labels {task.label_list}")
         return problems
 
-    def features(self, tokenizer: Any) -> dict[str, Any]:
-        from datasets import Value
-
-        return {"labels": Value("int64"), **separate_text_features(tokenizer)}
-
-    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-        columns = separate_text_columns(chunk, task, tokenizer, max_length)
+    def pair_labels(self, chunk: Sequence[Example], task: TaskDef) -> list[Any]:
         positive = positive_label(task)
-        columns["labels"] = [IGNORE_INDEX if ex.label is None else int(ex.label == positive) for ex in chunk]
-        return columns
+        return [IGNORE_INDEX if ex.label is None else int(ex.label == positive) for ex in chunk]
 
     def head(self, config: HeadConfig) -> ContrastivePairHead:
         from mtbio.kinds.heads.contrastive_pair import ContrastivePairHead

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import separate_text_columns, separate_text_features
-from mtbio.data.readers import is_pair_task
+from mtbio.kinds.bi_encoder import SeparatePair
 from mtbio.kinds.classification import Classification, class_labels
 from mtbio.tasks.kinds import register_kind
 from mtbio.tasks.schema import TaskDef
@@ -34,31 +33,24 @@ class CosineClassificationOptions(BaseModel):
     pooling: Literal["mean", "cls"] = Field("mean", description="a text's embedding: the mean of its tokens, or [CLS]")
 
 
-@register_kind
-class CosineClassification(Classification):
-    """Classification's labels, metrics and trivial predictor; its own features and head."""
+class CosinePair(SeparatePair):
+    """A kind whose head reads the cosine of a pair's two texts encoded on their own (`type_options: {pooling}`);
+    the bi pair form of `--pair-form`; no export."""
 
-    name = "cosine_classification"
     pair_form = "bi"  # each text encoded on its own
-    pools = False
     options = CosineClassificationOptions
     export = None  # no transformers class carries the head
 
-    def check(self, task: TaskDef) -> list[str]:
-        if not is_pair_task(task):
-            return ["columns: a cosine_classification task reads a pair of texts; name the second in "
-                    "columns: {text_b: ...}"]
-        return []
 
-    def features(self, tokenizer: Any) -> dict[str, Any]:
-        from datasets import Value
+@register_kind
+class CosineClassification(CosinePair, Classification):
+    """Classification's labels, metrics and trivial predictor; its own features and head."""
 
-        return {"labels": Value("int64"), **separate_text_features(tokenizer)}
+    name = "cosine_classification"
+    label_type = "int64"
 
-    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-        columns = separate_text_columns(chunk, task, tokenizer, max_length)
-        columns["labels"] = class_labels(chunk, task)
-        return columns
+    def pair_labels(self, chunk: Sequence[Example], task: TaskDef) -> list[Any]:
+        return class_labels(chunk, task)
 
     def head(self, config: HeadConfig) -> CosineClassifierHead:
         from mtbio.kinds.heads.cosine_classification import CosineClassifierHead

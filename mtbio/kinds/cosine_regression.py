@@ -10,15 +10,11 @@ regression's. `type_options: {pooling: mean|cls}`. Served by `mtbio predict`; no
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING
 
-from mtbio.data.example import Example
-from mtbio.data.featurize import separate_text_columns, separate_text_features
-from mtbio.data.readers import is_pair_task
-from mtbio.kinds.cosine_classification import CosineClassificationOptions
+from mtbio.kinds.cosine_classification import CosineClassificationOptions, CosinePair
 from mtbio.kinds.regression import Regression
 from mtbio.tasks.kinds import register_kind
-from mtbio.tasks.schema import TaskDef
 
 if TYPE_CHECKING:
     from mtbio.kinds.heads.cosine_regression import CosineRegressionHead
@@ -26,29 +22,10 @@ if TYPE_CHECKING:
 
 
 @register_kind
-class CosineRegression(Regression):
+class CosineRegression(CosinePair, Regression):
     """Regression's labels, metrics and trivial predictor; its own features and head."""
 
     name = "cosine_regression"
-    pair_form = "bi"  # each text encoded on its own
-    pools = False
-    options = CosineClassificationOptions
-    export = None  # no transformers class carries the head
-
-    def check(self, task: TaskDef) -> list[str]:
-        if not is_pair_task(task):
-            return ["columns: a cosine_regression task reads a pair of texts; name the second in columns: {text_b: ...}"]
-        return []
-
-    def features(self, tokenizer: Any) -> dict[str, Any]:
-        from datasets import Value
-
-        return {"labels": Value("float32"), **separate_text_features(tokenizer)}
-
-    def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
-        columns = separate_text_columns(chunk, task, tokenizer, max_length)
-        columns["labels"] = [float("nan") if ex.label is None else float(ex.label) for ex in chunk]  # type: ignore[arg-type]
-        return columns
 
     def head(self, config: HeadConfig) -> CosineRegressionHead:
         from mtbio.kinds.heads.cosine_regression import CosineRegressionHead

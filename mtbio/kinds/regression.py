@@ -40,7 +40,7 @@ class Regression(TaskKind):
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
         columns, _ = text_columns(chunk, task, tokenizer, max_length)
-        columns["labels"] = [float("nan") if ex.label is None else float(ex.label) for ex in chunk]  # type: ignore[arg-type]
+        columns["labels"] = number_labels(chunk)
         return columns
 
     def head(self, config: HeadConfig) -> RegressionHead:
@@ -53,6 +53,11 @@ class Regression(TaskKind):
 
     def trivial_predictions(self, task: TaskDef, train: Sequence[Example], scored: Sequence[Example]) -> list[Any]:
         return [mean_label(task, train)] * len(scored)
+
+
+def number_labels(chunk: Sequence[Example]) -> list[float]:
+    """The featurized labels of score examples: NaN where an example has none."""
+    return [float("nan") if ex.label is None else float(ex.label) for ex in chunk]  # type: ignore[arg-type]
 
 
 def number_label(raw: Any, task: TaskDef) -> float:

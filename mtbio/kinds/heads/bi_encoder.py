@@ -6,7 +6,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads import Head, HeadConfig, pool
+from mtbio.model.heads import Head, HeadConfig, output_layer, pool
 
 
 def separate_cosine(hidden: torch.Tensor, batch: dict[str, torch.Tensor] | None, pooling: str, task: str) -> torch.Tensor:
@@ -37,3 +37,21 @@ class CosineHead(Head):
 
     def decode(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[Any]:
         return [self.low + float(c) * (self.high - self.low) for c in logits.float().tolist()]
+
+
+class CosineFeatureHead(Head):
+    """What a head on the one feature cos(pool(text), pool(text_b)) shares: a linear layer from it to the outputs,
+    no dropout; listed before the head it specializes (`class H(CosineFeatureHead, ClassificationHead)`)."""
+
+    extra_texts = ("_b",)
+
+    def __init__(self, config: HeadConfig, pooling: str):
+        super().__init__(config)
+        self.pooling = pooling
+        self.dropout = nn.Identity()  # one feature: dropping it would drop the whole input
+        self.out = output_layer(HeadConfig(**{**config.to_json(), "hidden_size": 1}))
+
+    def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
+                batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        cosine = separate_cosine(hidden, batch, self.pooling, self.config.task).unsqueeze(-1)
+        return self.out(cosine.to(self.out.weight.dtype))
