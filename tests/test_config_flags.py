@@ -28,7 +28,7 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
     assert flags == fields
     assert all(StudyConfig.model_fields[f].description for f in fields)
     assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields)
-    assert len(RunConfig.model_fields) == 62 and len(fields - set(RunConfig.model_fields)) == 37
+    assert len(RunConfig.model_fields) == 62 and len(fields - set(RunConfig.model_fields)) == 40
     assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
     assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
