@@ -66,3 +66,28 @@ def test_primary_withheld_until_every_point_is_in():
     del sweep["targets"][0]["points"][0]["from"]["good"]["per_seed"]["43"]
     judged = table.primary(sweep)
     assert "no verdict" in table.verdict_text(judged["starts"]["good"])
+
+
+def test_the_development_checks_table_judges_the_mean_over_tasks_and_the_warm_cost(tmp_path: Path):
+    """examples/small_data_steps.py on two hand-made lane files: Δ per (task, seed), the primary over the tasks'
+    mean paired by seed, and the cost ratio over the cells after each task's first."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    import small_data_steps
+
+    def cell(seed: int, dev: float, wall: float) -> dict:
+        return {"seed": seed, "dev": dev, "wall_seconds": wall, "steps": 200, "best_step": 40, "phases": {}}
+
+    lanes = []
+    for i, task in enumerate(["a-devsplit", "b-devsplit"]):
+        arms = {"recipe": [cell(s, 0.50 + 0.01 * s - 0.42 + 0.1 * i, 900.0 if s == 42 else 600.0) for s in (42, 43, 44)],
+                "candidate": [cell(s, 0.50 + 0.01 * s - 0.42 + 0.1 * i - 0.04, 200.0) for s in (42, 43, 44)]}
+        path = tmp_path / f"lane{i}.json"
+        path.write_text(json.dumps({"cells": {task: arms}}))
+        lanes.append(path)
+    text = small_data_steps.render(small_data_steps.load(lanes))
+    assert "| a | 43 | 51.0, 200 (40), 600 | 47.0, 200 (40), 200 | -4.0 |" in text
+    assert "Primary (mean over the 2 tasks, seeds [42, 43, 44]): Δ -4.00" in text and "hurts" in text
+    assert "Cost over the 4 seed pair(s) after each task's first: recipe 600 s, candidate 200 s a cell: ×3.00" in text
