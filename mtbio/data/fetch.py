@@ -25,6 +25,7 @@ from urllib.request import Request, urlopen
 from tqdm import tqdm
 
 from mtbio.errors import MtbioError
+from mtbio.data.split_cache import file_sha256
 from mtbio.fileio import make_dir, writing
 from mtbio.logs import bars_enabled
 from mtbio.tasks.schema import TaskDef
@@ -99,7 +100,7 @@ def in_place(entry: SourceFile, path: Path) -> bool:
     """Whether the file is already at `path` with the recorded bytes; FetchError when another file holds its name."""
     if not path.exists():
         return False
-    if path.is_file() and path.stat().st_size == entry.size and _sha256_file(path) == entry.sha256:
+    if path.is_file() and path.stat().st_size == entry.size and file_sha256(path) == entry.sha256:
         return True
     raise FetchError(f"{entry.dest}: {path} is already there but is not the recorded file (sha256 {entry.sha256}, "
                      f"{entry.size:,} bytes); move it away and rerun")
@@ -288,11 +289,3 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(handle)
     finally:
         os.close(handle)
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -48,8 +48,13 @@ def file_records(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]
     for file in _files(paths):
         stat = file.stat()
         records.append({"file": str(file), "size": stat.st_size, "mtime": stat.st_mtime,
-                        "sha256": _hash_contents(file, hashlib.sha256()).hexdigest()})
+                        "sha256": file_sha256(file)})
     return records
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    return _hash_contents(Path(path), hashlib.sha256()).hexdigest()
 
 
 def _files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
