@@ -3,10 +3,10 @@
 # each fine-tuned on four held-out targets at 100 and 1,000 examples, three seeds, dev only, every cell beside its
 # trivial score and its start's no-training baselines.
 #
-#   bash examples/embed_study.sh starts      # the three refines and the interpolation (resumable; one lane each:
-#                                            #   STARTS="four-task broad-mnrl" / STARTS="broad broad-wise")
-#   bash examples/embed_study.sh cells       # the fine-tunes: a transfer sweep; run it in two processes for two
-#                                            #   lanes (lock files share the cells); resumes
+#   bash examples/embed_study.sh starts      # the refines and the interpolation, one after another (resumable)
+#   bash examples/embed_study.sh cells       # the fine-tunes: a transfer sweep from the plain encoder and every
+#                                            #   start whose refine has begun (cells from an unfinished one wait);
+#                                            #   two processes make two lanes (lock files share the cells); resumes
 #
 # Weights stay under $RUNS (not committed); the sweep's small files are in examples/embed_study/.
 set -euo pipefail
@@ -16,13 +16,13 @@ DATA_DIR=${DATA_DIR:-../shared/data}
 RUNS=${RUNS:-runs/embed-study}
 OUT=${OUT:-$HERE/embed_study}
 MTBIO=${MTBIO:-mtbio}
-STARTS=${STARTS:-four-task broad broad-mnrl broad-wise}
+STARTS=${STARTS:-broad broad-wise broad-mnrl four-task}
 TARGETS=${TARGETS:-ncbi-disease,ade,mqp,hoc}
 SIZES=${SIZES:-100,1000}
 SEEDS=${SEEDS:-3}
 ALPHA=${ALPHA:-0.5}
 REFINE_ARGS=${REFINE_ARGS:---recipe minilm --max-train-examples 2000 --max-eval-examples 500 --evaluations 5 --seed 42}
-CELL_ARGS=${CELL_ARGS:---recipe minilm}
+CELL_ARGS=${CELL_ARGS:---recipe minilm --evaluations 5 --max-eval-examples 500}  # the cut: the page
 FOUR=chemprot,ddi,bc5cdr
 BROAD=bc2gm,bc5cdr-chem,bc5cdr-disease,chemprot,chia,ddi,mediqa-rqe
 
@@ -51,7 +51,14 @@ case "${1:-}" in
     done ;;
   cells)
     refine_on=()
-    for start in four-task broad broad-wise broad-mnrl; do refine_on+=(--refine-on "$RUNS/$start"); done
+    for start in $STARTS; do  # the starts the page's cut keeps
+      if [ -f "$RUNS/$start/config.yaml" ] || [ -f "$RUNS/$start/results.json" ]; then
+        refine_on+=(--refine-on "$RUNS/$start")
+      else
+        echo "start $start has not begun: its cells join when this command runs again after it has" >&2
+      fi
+    done
+    [ ${#refine_on[@]} -gt 0 ] || { echo "no start has begun: run '$0 starts' first" >&2; exit 2; }
     "$MTBIO" transfer "${refine_on[@]}" --targets "$TARGETS" --sizes "$SIZES" --seeds "$SEEDS" --data-dir "$DATA_DIR" \
         "${cell_args[@]}" --output "$OUT" < /dev/null ;;
   *) echo "usage: $0 starts|cells" >&2; exit 2 ;;

@@ -224,3 +224,25 @@ def test_an_interpolated_run_is_a_refinement_that_saw_its_runs_tasks(refined: Pa
                          task_defs=[str(refined / "tasks")])
     with pytest.raises(MtbioError, match="demo-nli are in every refinement set"):
         transfer_plan(config)
+
+
+def test_a_refine_under_way_is_a_start_whose_cells_wait(refined: Path, tmp_path: Path) -> None:
+    """`transfer --refine-on DIR` takes a refine that has written its config.yaml but not finished (the plain
+    cells can run meanwhile); a folder that is neither is refused in one line."""
+    import shutil
+
+    from mtbio.errors import MtbioError
+    from mtbio.experiments.study_config import StudyConfig
+    from mtbio.experiments.transfer import transfer_plan
+
+    under_way = tmp_path / "under-way"
+    under_way.mkdir()
+    shutil.copy(refined / "config.yaml", under_way / "config.yaml")
+    config = StudyConfig(refine_on=[str(under_way)], transfer_targets=["demo-nli"], data_dir=str(SAMPLE),
+                         task_defs=[str(refined / "tasks")])
+    with pytest.raises(MtbioError, match="demo-nli are in every refinement set"):  # its tasks are read
+        transfer_plan(config)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MtbioError, match="nor a refine under way"):
+        transfer_plan(StudyConfig(refine_on=[str(tmp_path / "empty")], transfer_targets=["demo-nli"],
+                                  data_dir=str(SAMPLE), task_defs=[str(refined / "tasks")]))

@@ -38,8 +38,8 @@ NO_TRAINING_FILE = "no_training.json"
 @dataclass(frozen=True)
 class Refinement:
     """A refined starting encoder: `tasks` refined together, by a cell of this sweep (`run` None) or by a
-    finished refine run given as `--refine-on DIR` (a variant refined with other options: `--l2sp`, a lower
-    learning rate, adapters merged)."""
+    refine run given as `--refine-on DIR` (a variant refined with other options: `--l2sp`, a lower learning
+    rate, adapters merged), finished or under way (its cells wait for it)."""
 
     name: str
     tasks: tuple[str, ...]
@@ -56,9 +56,13 @@ def transfer_plan(config: StudyConfig) -> tuple[list[Refinement], list[TaskDef]]
     for given in config.refine_on:
         if Path(given).is_dir():
             run = RunDir(given)
-            if not run.finished or not any(run.encoder_dir.glob("*.safetensors")):
-                raise MtbioError(f"--refine-on {given}: not a finished run with its encoder's weights")
-            seen = run.config().get("tasks") or run.results().get("tasks") or []  # a merged run has no config.yaml
+            if run.finished and any(run.encoder_dir.glob("*.safetensors")):
+                seen = run.config().get("tasks") or run.results().get("tasks") or []  # a merged run has no config.yaml
+            elif run.config_file.is_file() and run.config().get("tasks"):
+                seen = run.config()["tasks"]  # a refine under way: the cells from it wait until it finishes
+            else:
+                raise MtbioError(f"--refine-on {given}: neither a finished run with its encoder's weights nor a "
+                                 "refine under way (no config.yaml naming its tasks)")
             sets.append(Refinement(Path(given).name, tuple(seen), Path(given)))
         else:
             tasks = catalog.resolve([name for name in given.split(",") if name.strip()])
