@@ -91,3 +91,27 @@ def test_the_development_checks_table_judges_the_mean_over_tasks_and_the_warm_co
     assert "| a | 43 | 51.0, 200 (40), 600 | 47.0, 200 (40), 200 | -4.0 |" in text
     assert "Primary (mean over the 2 tasks, seeds [42, 43, 44]): Δ -4.00" in text and "hurts" in text
     assert "Cost over the 4 seed pair(s) after each task's first: recipe 600 s, candidate 200 s a cell: ×3.00" in text
+
+
+def test_a_second_candidate_in_its_own_file_is_judged_against_the_same_recipe_cells(tmp_path: Path):
+    """A candidate run later, in its own file, is tabled against the recipe's cells of the lane files; its cost is
+    not compared with cells that ran in another process."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    import small_data_steps
+
+    def cell(seed: int, dev: float) -> dict:
+        return {"seed": seed, "dev": dev, "wall_seconds": 300.0, "steps": 200, "best_step": 40, "phases": {}}
+
+    (tmp_path / "lane.json").write_text(json.dumps({"cells": {"a-devsplit": {
+        "recipe": [cell(s, 0.50) for s in (42, 43, 44)], "candidate": [cell(s, 0.45) for s in (42, 43, 44)]}}}))
+    (tmp_path / "b16.json").write_text(json.dumps({"cells": {"a-devsplit": {
+        "candidate-b16": [cell(42, 0.49), cell(43, 0.505), cell(44, 0.50)]}}}))
+    cells = small_data_steps.load([tmp_path / "lane.json", tmp_path / "b16.json"])
+    assert small_data_steps.candidates(cells) == ["candidate", "candidate-b16"]
+    text = small_data_steps.render(cells, "candidate-b16")
+    assert "| a | 43 | 50.0, 200 (40), 300 | 50.5, 200 (40), 300 | +0.5 |" in text
+    assert "Primary (mean over the 1 tasks, seeds [42, 43, 44]): Δ -0.17" in text
+    assert "no pair of cells ran in one process" in text
