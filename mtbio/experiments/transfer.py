@@ -27,6 +27,7 @@ from mtbio.fileio import write_json
 from mtbio.model.encoder import load_encoder, load_tokenizer, resolve_encoder_name
 from mtbio.model.probes import no_training_scores
 from mtbio.reporting.transfer import PLAIN, build_transfer, write_transfer
+from mtbio.reporting.studies import study
 from mtbio.run_dir import RunDir
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR
@@ -194,7 +195,7 @@ def transfer(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[
     assert data_dir is not None
     labels = list(config.sizes or DEFAULT_SIZES)
     sizes = {t.name: target_sizes(labels, split_sizes(t, data_dir).get("train", 0)) for t in targets}
-    sweep_dir = Path(config.output) if config.output else Path("runs") / "transfer" / "+".join(t.name for t in targets)
+    sweep_dir = study("transfer").sweep_dir(config, "+".join(t.name for t in targets))
     cells = transfer_cells(sweep_dir, sets, targets, sizes, config)
 
     def collect(done: list[Cell]) -> dict[str, Any]:
