@@ -52,6 +52,18 @@ class _Group(click.Group):
         finally:
             _end_process_group()
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A command of mtbio's own, else the command of a study a plugin registered with a `run`."""
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or ctx.resilient_parsing:
+            return found
+        from mtbio.registry import load_plugins
+        from mtbio.reporting.studies import studies
+
+        load_plugins(ctx.params.get("include_package", ()))  # the group's callback, which loads them too, runs later
+        study = next((s for s in studies() if s.name == cmd_name and s.run is not None), None)
+        return None if study is None else _study_command(study)
+
 
 def _end_process_group() -> None:
     """Shut down the process group `accelerate launch` started (each process, on any exit).
@@ -460,6 +472,15 @@ def _run_sweep(run: Any, values: dict[str, Any], show: Any = None) -> None:
         from mtbio.reporting.relations import report_relations
 
         click.echo("\n" + (show(sweep_dir, result) if show else report_relations(sweep_dir, only=result["kind"])))
+
+
+def _study_command(study: Any) -> click.Command:
+    """`mtbio <study>`: the options of the study's groups; runs its stage and prints its summary."""
+    def run(**values: Any) -> None:
+        show = study.show or (lambda _, result: study.format(result) if study.format else "")
+        _run_sweep(study.run, values, show)
+
+    return click.command(study.name, help=study.help)(config_options(*study.options)(run))
 
 
 @main.command()
