@@ -58,11 +58,11 @@ class _Group(click.Group):
         if found is not None or ctx.resilient_parsing:
             return found
         from mtbio.registry import load_plugins
-        from mtbio.reporting.studies import studies
+        from mtbio.reporting.studies import STUDIES
 
         load_plugins(ctx.params.get("include_package", ()))  # the group's callback, which loads them too, runs later
-        study = next((s for s in studies() if s.name == cmd_name and s.run is not None), None)
-        return None if study is None else _study_command(study)
+        study = STUDIES.get(cmd_name) if cmd_name in STUDIES else None  # the shipped studies' commands are above
+        return None if study is None or study.run is None else _study_command(study)
 
 
 def _end_process_group() -> None:

@@ -28,11 +28,11 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import predict_relations
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, seeds_of
 from mtbio.reporting.affinity import AFFINITY, JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.relations import undecided_cells
 from mtbio.reporting.studies import study
@@ -51,11 +51,8 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     candidates = [c for c in candidates if c.name != target.name]
     if not candidates:
         raise MtbioError("select needs at least one candidate besides the target (--candidates a,b,... or a domain)")
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
-    data_dir = data_dir_for(config)
     tasks = [target, *candidates]
-    check_data(tasks, data_dir)
+    state, echo, data_dir = start_study(config, tasks, echo)
     directory = study("select").sweep_dir(config, target.name)
     affinity = _prediction(config, tasks, directory / f"prediction-{config.predictor}", echo)
     ranked = ranking(affinity, target.name, [c.name for c in candidates])

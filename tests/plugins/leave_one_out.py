@@ -13,10 +13,10 @@ from typing import Any, Callable
 from leave_one_out_report import (LAYOUT, build_leave_one_out, format_leave_one_out, rejudge_leave_one_out,
                                   write_leave_one_out)
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds, resolve_tasks
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule, refuse_adaptive_seeds, resolve_tasks
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import Cell, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, cell_score, seeds_of
 from mtbio.reporting.studies import Study, register_study_kind, task_label
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR
@@ -58,10 +58,7 @@ def leave_one_out(config: StudyConfig, echo: Callable[[str], None] = print) -> t
     tasks = resolve_tasks(config, catalog)
     if len(tasks) < 3:
         raise MtbioError("leave-one-out needs at least three tasks (each run without one still trains two)")
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
-    data_dir = data_dir_for(config)
-    check_data(tasks, data_dir)
+    state, echo, data_dir = start_study(config, tasks, echo)
     sweep_dir = STUDY.sweep_dir(config, task_label(config, tasks))
     result = drive_sweep(leave_one_out_cells(sweep_dir, tasks, config), config, catalog.tasks, data_dir, state,
                          sweep_dir, lambda done: collect_leave_one_out(done, tasks, config), write_leave_one_out, echo)
