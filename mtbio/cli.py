@@ -81,8 +81,9 @@ def _end_process_group() -> None:
 @click.option("-q", "--quiet", count=True, help="Errors and results only: no log lines, no progress bars.")
 @click.option("--include-package", multiple=True, metavar="MODULE",
               help="Import MODULE first, as a plugin: the kinds, readers, metrics, optimizers, schedules, mixers, "
-                   "weightings and reports it registers work in every command (repeatable; also $MTBIO_PLUGINS, "
-                   "comma-separated, and installed packages' `mtbio.plugins` entry points).")
+                   "weightings, reports and studies it registers work in every command, a study with a stage is a "
+                   "command (repeatable; also $MTBIO_PLUGINS, comma-separated, and installed packages' "
+                   "`mtbio.plugins` entry points).")
 def main(verbose: int, quiet: int, include_package: tuple[str, ...]) -> None:
     """Multi-task learning on biomedical and clinical text."""
     from mtbio.logs import configure_console

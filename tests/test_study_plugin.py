@@ -58,7 +58,8 @@ def test_a_plugin_study_runs_describes_its_cells_and_is_rejudged_by_report(
     again = _mtbio(["report", str(out), "--rule", "v1", "--output", str(tmp_path / "v1")], tmp_path,
                    plugins="leave_one_out")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "leave-one-out (v1): Δ" in again.stdout and f"written: {tmp_path / 'v1' / 'leave_one_out.json'}" in again.stdout
+    assert "leave-one-out (v1): Δ" in again.stdout
+    assert f"written: {tmp_path / 'v1' / 'leave_one_out.json'}" in again.stdout
     assert (out / "leave_one_out.json").read_bytes() == before  # another rule is written elsewhere, not over the study
     rejudged = json.loads((tmp_path / "v1" / "leave_one_out.json").read_text())
     assert rejudged["decision_rule"]["version"] == "v1" and rejudged["family"]["rule"] == "v1"

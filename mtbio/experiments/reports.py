@@ -169,7 +169,7 @@ def _study(paths: list[Path], options: ReportOptions) -> list[str]:
     for path, study in found:
         assert study.format is not None and study.write is not None
         target = options.study_output(path)
-        if study.rebuild is not None and study.rebuilds(path) and target == path:  # rebuilt from its finished cells, whatever still runs
+        if study.rebuild is not None and study.rebuilds(path) and target == path:  # from its finished cells
             lines += [f"written: {w}" for w in study.rebuild(path, options.decision_rule(study_summary(path, study)))]
             summary = study_summary(path, study)
         elif study.layout.found_in(path):  # judged again from the saved per-seed scores, written there or elsewhere
