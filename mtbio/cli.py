@@ -52,6 +52,18 @@ class _Group(click.Group):
         finally:
             _end_process_group()
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A command of mtbio's own, else the command of a study a plugin registered with a `run`."""
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or ctx.resilient_parsing:
+            return found
+        from mtbio.registry import load_plugins
+        from mtbio.reporting.studies import STUDIES
+
+        load_plugins(ctx.params.get("include_package", ()))  # the group's callback, which loads them too, runs later
+        study = STUDIES.get(cmd_name) if cmd_name in STUDIES else None  # the shipped studies' commands are above
+        return None if study is None or study.run is None else _study_command(study)
+
 
 def _end_process_group() -> None:
     """Shut down the process group `accelerate launch` started (each process, on any exit).
@@ -69,8 +81,9 @@ def _end_process_group() -> None:
 @click.option("-q", "--quiet", count=True, help="Errors and results only: no log lines, no progress bars.")
 @click.option("--include-package", multiple=True, metavar="MODULE",
               help="Import MODULE first, as a plugin: the kinds, readers, metrics, optimizers, schedules, mixers, "
-                   "weightings and reports it registers work in every command (repeatable; also $MTBIO_PLUGINS, "
-                   "comma-separated, and installed packages' `mtbio.plugins` entry points).")
+                   "weightings, reports and studies it registers work in every command, a study with a stage is a "
+                   "command (repeatable; also $MTBIO_PLUGINS, comma-separated, and installed packages' "
+                   "`mtbio.plugins` entry points).")
 def main(verbose: int, quiet: int, include_package: tuple[str, ...]) -> None:
     """Multi-task learning on biomedical and clinical text."""
     from mtbio.logs import configure_console
@@ -460,6 +473,15 @@ def _run_sweep(run: Any, values: dict[str, Any], show: Any = None) -> None:
         from mtbio.reporting.relations import report_relations
 
         click.echo("\n" + (show(sweep_dir, result) if show else report_relations(sweep_dir, only=result["kind"])))
+
+
+def _study_command(study: Any) -> click.Command:
+    """`mtbio <study>`: the options of the study's groups; runs its stage and prints its summary."""
+    def run(**values: Any) -> None:
+        show = study.show or (lambda _, result: study.format(result) if study.format else "")
+        _run_sweep(study.run, values, show)
+
+    return click.command(study.name, help=study.help)(config_options(*study.options)(run))
 
 
 @main.command()

@@ -90,7 +90,7 @@ PLUGINS_ENV = "MTBIO_PLUGINS"  # comma-separated module names to import as plugi
 
 def load_plugins(include: Sequence[str] = ()) -> list[str]:
     """Import every plugin, so that what it registers (kinds, readers, metrics, optimizers, schedules, mixers,
-    weightings, reports, predictors) is seen by every command: the modules of installed packages' `mtbio.plugins`
+    weightings, reports, predictors, studies) is seen by every command: the modules of installed packages' `mtbio.plugins`
     entry points, then those named in $MTBIO_PLUGINS and in `include` (`--include-package`; importable from the
     working directory too). `include` joins $MTBIO_PLUGINS, so the processes a command starts (a sweep's cells)
     load the same plugins. Returns the modules imported; a module that cannot be imported is one MtbioError."""

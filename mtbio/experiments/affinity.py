@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import catalog_for, data_dir_for, refuse_adaptive_seeds, resolve_tasks
-from mtbio.experiments.pairwise import sweep_dir_for
 from mtbio.experiments.predictors import PREDICTORS, PredictionJob
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import check_data, processes
 from mtbio.reporting.affinity import JOINT_PREDICTORS, write_affinity
+from mtbio.reporting.studies import study, task_label
 from mtbio.tasks.schema import TaskDef
 
 
@@ -50,6 +50,6 @@ def affinity(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[
     the directory and affinity.json's content."""
     refuse_adaptive_seeds(config, "affinity")
     tasks = resolve_tasks(config, catalog_for(config))
-    kind = "affinity" if config.predictor in JOINT_PREDICTORS else f"affinity-{config.predictor}"
-    directory = sweep_dir_for(config, tasks, kind)
+    folder = "affinity" if config.predictor in JOINT_PREDICTORS else f"affinity-{config.predictor}"
+    directory = study("affinity").sweep_dir(config, task_label(config, tasks), folder)
     return directory, predict_relations(config, tasks, directory, echo)

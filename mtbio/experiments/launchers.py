@@ -18,9 +18,10 @@ from mtbio.errors import MtbioError
 from mtbio.experiments.cell_locks import held_by_other
 from mtbio.experiments.layout import Layout, local_layout
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import (Cell, check_protocol, declare_metrics, dry_run_report, failed_cells,
-                                     failure_message, record_cells, record_protocol, unsettled, work_through,
-                                     write_summary)
+from mtbio.experiments.common import data_dir_for
+from mtbio.experiments.sweep import (Cell, check_data, check_protocol, declare_metrics, dry_run_report, failed_cells,
+                                     failure_message, processes, record_cells, record_protocol, unsettled,
+                                     work_through, write_summary)
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.trainer import StopRequested, make_accelerator
 
@@ -58,6 +59,17 @@ def drive_sweep(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskD
 
 def silent(_line: str) -> None:
     """Progress lines come from the main process only."""
+
+
+def start_study(config: StudyConfig, tasks: list[TaskDef], echo: Callable[[str], None]
+                ) -> tuple[Accelerator, Callable[[str], None], Path]:
+    """What every study does before its cells: its process group, what prints (the main process only), and its data
+    directory, refused up front when a task it trains lacks files."""
+    state = processes(config)
+    data_dir = data_dir_for(config)
+    check_data(tasks, data_dir)
+    assert data_dir is not None
+    return state, echo if state.is_main_process else silent, data_dir
 
 
 def launch(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], data_dir: Path | None,

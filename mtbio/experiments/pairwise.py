@@ -12,25 +12,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, resolve_tasks
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule, resolve_tasks
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, read_cells,
+from mtbio.experiments.sweep import (Cell, baseline_cell, baseline_trivial, cell_score, read_cells,
                                     seeds_of)
 from mtbio.reporting.affinity import AFFINITY, pruned_pairs, read_json
 from mtbio.reporting.relations import build_relations, undecided_cells, write_relations
+from mtbio.reporting.studies import study, task_label
 from mtbio.reporting.verdicts import Rule
 from mtbio.tasks.loading import load_run_tasks
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR, RunConfig
-
-
-def sweep_dir_for(config: StudyConfig, tasks: list[TaskDef], kind: str) -> Path:
-    """`--output`, else runs/<kind>/<domain or task names> (stable, so a rerun resumes)."""
-    if config.output:
-        return Path(config.output)
-    label = config.domain if config.domain and not config.tasks else "+".join(t.name for t in tasks)
-    return Path("runs") / kind / label
 
 
 def pairwise_cells(sweep_dir: Path, tasks: list[TaskDef], config: StudyConfig,
@@ -91,13 +84,10 @@ def pairwise(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[
     the plan. Returns the sweep directory and relations.json's content (None for a dry run)."""
     catalog = catalog_for(config)
     tasks = resolve_tasks(config, catalog)
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
     if len(tasks) < 2:
         raise MtbioError("pairwise needs at least two tasks (--tasks a,b,... or --domain D)")
-    data_dir = data_dir_for(config)
-    check_data(tasks, data_dir)
-    sweep_dir = sweep_dir_for(config, tasks, "pairwise")
+    state, echo, data_dir = start_study(config, tasks, echo)
+    sweep_dir = study("pairwise").sweep_dir(config, task_label(config, tasks))
     keep = pruned(config, tasks, echo)
     cells = pairwise_cells(sweep_dir, tasks, config, keep)
     collect = lambda done: collect_relations(done, tasks, config)  # noqa: E731

@@ -3,7 +3,8 @@
 A report kind registers how it recognises its directories (`detect`) and how it shows them (`render`, which
 may first rebuild the kind's files from finished cells). `render_report` takes the first kind, in
 registration order, that recognises the arguments; the runs table is the fallback, tried last, and takes
-any run or folder of runs. A new kind of study (leave-one-out, say) is one registration here beside its stage.
+any run or folder of runs. A study's directory is shown by its registration (`mtbio.reporting.studies`), so a new
+kind of study (leave-one-out, say) registers nothing here.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.registry import Registry
-from mtbio.run_dir import StudyLayout, SweepDir
+from mtbio.run_dir import SweepDir
 
 if TYPE_CHECKING:
+    from mtbio.reporting.studies import Study
     from mtbio.reporting.verdicts import Rule
 
 
@@ -145,120 +147,54 @@ def _power(paths: list[Path], options: ReportOptions) -> list[str]:
     return power_lines(sd, n, len(cells), min_delta, effect=options.effect, basis=basis)
 
 
-def _is_affinity(path: Path) -> bool:
-    from mtbio.reporting.affinity import AFFINITY  # each study's layout is registered where its summary is written
+def _studies_in(path: Path) -> list["Study"]:
+    """The registered studies whose directory `path` is (a folder may hold a pairwise graph and a STILT matrix)."""
+    from mtbio.reporting.studies import studies
 
-    return AFFINITY.found_in(path)
-
-
-@register_report("affinity", lambda paths, options: any(_is_affinity(p) for p in paths))
-def _affinity(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.reporting.affinity import report_affinity, report_comparison
-
-    affinities = [p for p in paths if _is_affinity(p)]
-    others = [p for p in paths if p not in affinities]
-    if len(affinities) > 1 or len(others) > 1 or options.table_options or options.output:
-        raise MtbioError("an affinity directory is reported alone (mtbio report AFFINITY_DIR) or against a pairwise "
-                         "sweep (mtbio report PAIRWISE_DIR AFFINITY_DIR), without other options")
-    if not others:
-        return [report_affinity(affinities[0])]
-    return [report_comparison(others[0], affinities[0]),
-            f"\nwritten: {SweepDir(affinities[0]).path / 'comparison.json'} and comparison.png"]
+    return [study for study in studies() if study.found_in(path)]
 
 
-def _is_pairwise_sweep(path: Path) -> bool:
-    return SweepDir(path).protocol_file.is_file() and (path / "pairs").is_dir()
-
-
-def _graphs_in(path: Path) -> bool:
-    """Whether the directory holds a pairwise graph or a STILT matrix."""
-    from mtbio.reporting.relations import PAIRWISE, STILT
-
-    return PAIRWISE.found_in(path) or STILT.found_in(path)
-
-
-def _is_sweep(path: Path) -> bool:
-    return _is_pairwise_sweep(path) or _graphs_in(path)
-
-
-@register_report("sweep", lambda paths, options: any(_is_sweep(p) for p in paths))
-def _sweep(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.experiments.pairwise import rebuild_relations
-    from mtbio.reporting.relations import PAIRWISE, STILT, format_study, write_relations, write_stilt
-
-    sweeps = [p for p in paths if _is_sweep(p)]
-    if len(sweeps) != len(paths) or options.table_options or (options.output and len(paths) > 1):
-        raise MtbioError("a sweep directory is reported alone: mtbio report SWEEP_DIR (no other runs, --label, "
-                         "--csv, --trivial or --compare-to; --output DIR takes one sweep)")
+@register_report("study", lambda paths, options: any(_studies_in(p) for p in paths))
+def _study(paths: list[Path], options: ReportOptions) -> list[str]:
+    """A study's directory: its summary judged again (under --rule, or rebuilt from its cells when it is written
+    over the study's own files), the files written and its text; a study with a report of its own gives that."""
+    found = [(path, study) for path in paths for study in _studies_in(path)]
+    own = next((study for _, study in found if study.report is not None), None)
+    if own is not None and own.report is not None:
+        return own.report(paths, options)
+    if len({path for path, _ in found}) != len(paths) or options.table_options or (options.output and len(paths) > 1):
+        raise MtbioError(f"a {found[0][1].name} directory is reported alone: mtbio report DIR (no other runs, --label, "
+                         "--csv, --trivial or --compare-to; --output DIR takes one study)")
     lines, texts = [], []
-    for path in paths:
+    for path, study in found:
+        assert study.format is not None and study.write is not None
         target = options.study_output(path)
-        if _is_pairwise_sweep(path) and target == path:  # rebuilt from its finished cells, whatever still runs
-            lines += [f"written: {w}" for w in rebuild_relations(path, options.decision_rule(_saved(path, PAIRWISE)))]
-            texts.append(format_study(json.loads(SweepDir(path).summary_file(PAIRWISE).read_text())))
-        elif PAIRWISE.found_in(path):  # judged again from the saved per-seed scores, written elsewhere or not at all
-            relations = _rejudged(path, PAIRWISE, options)
-            lines += [f"written: {w}" for w in write_relations(target, relations)] if target else []
-            texts.append(format_study(relations))
-        if STILT.found_in(path):
-            stilt = _rejudged(path, STILT, options)
-            lines += [f"written: {w}" for w in write_stilt(target, stilt)] if target else []
-            texts.append(format_study(stilt))
+        if study.rebuild is not None and study.rebuilds(path) and target == path:  # from its finished cells
+            lines += [f"written: {w}" for w in study.rebuild(path, options.decision_rule(study_summary(path, study)))]
+            summary = study_summary(path, study)
+        elif study.layout.found_in(path):  # judged again from the saved per-seed scores, written there or elsewhere
+            summary = _rejudged(path, study, options)
+            lines += [f"written: {w}" for w in study.write(target, summary)] if target else []
+        else:
+            continue
+        assert summary is not None
+        texts.append(study.format(summary))
     return lines + ["\n\n".join(texts)]
 
 
-def _is_transfer(path: Path) -> bool:
-    from mtbio.reporting.transfer import TRANSFER
-
-    return TRANSFER.found_in(path)
-
-
-@register_report("transfer", lambda paths, options: any(_is_transfer(p) for p in paths))
-def _transfer(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.reporting.transfer import TRANSFER, format_transfer, write_transfer
-
-    if len(paths) > 1 or options.table_options:
-        raise MtbioError("a transfer directory is reported alone: mtbio report TRANSFER_DIR")
-    table = _rejudged(paths[0], TRANSFER, options)
-    target = options.study_output(paths[0])
-    return [format_transfer(table), *(f"written: {p}" for p in (write_transfer(target, table) if target else []))]
-
-
-def _saved(path: Path, layout: StudyLayout) -> dict | None:
-    file = SweepDir(path).summary_file(layout)
+def study_summary(path: Path, study: "Study") -> dict | None:
+    """The summary file a study left in `path` (None: not written yet): what report and re-judge read of it."""
+    file = SweepDir(path).summary_file(study.layout)
     return json.loads(file.read_text()) if file.is_file() else None
 
 
-def _rejudged(path: Path, layout: StudyLayout, options: ReportOptions) -> dict:
+def _rejudged(path: Path, study: "Study", options: ReportOptions) -> dict:
     """A study's summary file judged again under the rule `options` names (no training)."""
     from mtbio.reporting.rejudge import rejudge
 
-    saved = _saved(path, layout)
+    saved = study_summary(path, study)
     assert saved is not None
     return rejudge(saved, options.decision_rule(saved))
-
-
-def _is_select(path: Path) -> bool:
-    from mtbio.reporting.selection import SELECT
-
-    return SELECT.found_in(path)
-
-
-@register_report("select", lambda paths, options: any(_is_select(p) for p in paths))
-def _select(paths: list[Path], options: ReportOptions) -> list[str]:
-    from mtbio.fileio import write_json, write_text
-    from mtbio.reporting.selection import SELECT, selection_markdown
-
-    if len(paths) > 1 or options.table_options:
-        raise MtbioError("a select directory is reported alone: mtbio report SELECT_DIR")
-    result = _rejudged(paths[0], SELECT, options)
-    markdown = selection_markdown(result)
-    target = options.study_output(paths[0])
-    if target is None:
-        return [markdown]
-    write_json(SweepDir(target).summary_file(SELECT), result)
-    write_text(target / "select.md", markdown)
-    return [markdown, f"written: {SweepDir(target).summary_file(SELECT)} and select.md"]
 
 
 @register_report("runs", lambda paths, options: True, fallback=True)

@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.affinity import predict_relations
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.pairwise import pair_cell
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, check_data, processes, seeds_of
-from mtbio.fileio import write_json, write_text
+from mtbio.experiments.sweep import Cell, baseline_cell, cell_score, cell_steps, seeds_of
 from mtbio.reporting.affinity import AFFINITY, JOINT_PREDICTORS, affinity_compute
 from mtbio.reporting.relations import undecided_cells
-from mtbio.reporting.selection import SELECT, build_selection, ranking, selection_markdown, verify_pairs
+from mtbio.reporting.studies import study
+from mtbio.reporting.selection import build_selection, ranking, verify_pairs, write_selection
 from mtbio.run_dir import SweepDir
 from mtbio.tasks.loading import TaskCatalog
 from mtbio.tasks.schema import TaskDef
@@ -51,12 +51,9 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     candidates = [c for c in candidates if c.name != target.name]
     if not candidates:
         raise MtbioError("select needs at least one candidate besides the target (--candidates a,b,... or a domain)")
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
-    data_dir = data_dir_for(config)
     tasks = [target, *candidates]
-    check_data(tasks, data_dir)
-    directory = Path(config.output) if config.output else Path("runs") / "select" / target.name
+    state, echo, data_dir = start_study(config, tasks, echo)
+    directory = study("select").sweep_dir(config, target.name)
     affinity = _prediction(config, tasks, directory / f"prediction-{config.predictor}", echo)
     ranked = ranking(affinity, target.name, [c.name for c in candidates])
     cost = affinity_compute(affinity)
@@ -122,8 +119,7 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
               "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
     if state.is_main_process:
-        write_json(SweepDir(directory).summary_file(SELECT), result)
-        write_text(directory / "select.md", selection_markdown(result))
+        write_selection(directory, result)
         echo(f"written: {directory / 'select.json'} and select.md")
     return directory, result
 

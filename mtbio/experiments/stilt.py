@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
-from mtbio.experiments.pairwise import sweep_dir_for
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule, refuse_adaptive_seeds
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import Cell, baseline_cell, baseline_trivial, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, baseline_cell, baseline_trivial, cell_score, seeds_of
 from mtbio.reporting.relations import build_stilt, write_stilt
+from mtbio.reporting.studies import study, task_label
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR
 
@@ -74,13 +74,11 @@ def stilt(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pat
         raise MtbioError(f"stilt --adapter {adapter}: an intermediate LoRA run leaves its encoder/ the base "
                          "encoder (the adapter is its task's own), so a transfer would start where the baseline does; "
                          "run STILT with full training")
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
     if all(i.name == t.name for i in inters for t in targets):
         raise MtbioError("STILT needs an intermediate task different from the target")
-    data_dir = data_dir_for(config)
-    check_data(list({t.name: t for t in inters + targets}.values()), data_dir)
-    sweep_dir = sweep_dir_for(config, list({t.name: t for t in inters + targets}.values()), "stilt")
+    involved = list({t.name: t for t in inters + targets}.values())
+    state, echo, data_dir = start_study(config, involved, echo)
+    sweep_dir = study("stilt").sweep_dir(config, task_label(config, involved))
     cells = stilt_cells(sweep_dir, inters, targets, config)
     result = drive_sweep(cells, config, catalog_for(config).tasks, data_dir, state, sweep_dir,
                          lambda done: collect_stilt(done, inters, targets, config), write_stilt, echo)

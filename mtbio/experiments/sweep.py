@@ -41,6 +41,7 @@ from mtbio.experiments.study_config import run_options_of
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
+from mtbio.reporting.studies import cell_description
 from mtbio.run_dir import RunDir, SweepDir
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
@@ -80,14 +81,9 @@ class Cell:
         return RunDir(self.run_dir).finished
 
     def describe(self) -> str:
-        source = self.from_cell if self.from_cell is None or not self.from_cell.name.startswith("seed-") \
-            else self.from_cell.parent  # a cell of the sweep (<name>/seed-<s>), or a run given by its directory
-        what = {"baseline": f"baseline {self.tasks[0]}", "pair": f"pair {' + '.join(self.tasks)}",
-                "transfer": f"transfer {source.name if source else '?'} → {self.tasks[0]}",
-                "joint": f"joint run of {len(self.tasks)} tasks with affinity measurement",
-                "refined": f"refine on {' + '.join(self.tasks)}"}
+        """What the cell is (as the study declaring its kind says it), its own training size and its seed."""
         size = f", {self.max_train_examples} examples" if self.max_train_examples is not None else ""
-        return f"{what.get(self.kind, self.kind)}{size}, seed {self.seed}"
+        return f"{cell_description(self)}{size}, seed {self.seed}"
 
 
 DEFAULT_SEEDS = 3

@@ -19,14 +19,15 @@ from typing import Any, Callable
 
 from mtbio.data.loading import read_split, split_sizes
 from mtbio.errors import MtbioError
-from mtbio.experiments.common import catalog_for, data_dir_for, decision_rule, refuse_adaptive_seeds
-from mtbio.experiments.launchers import drive_sweep, silent
+from mtbio.experiments.common import catalog_for, decision_rule, refuse_adaptive_seeds
+from mtbio.experiments.launchers import drive_sweep, start_study
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.experiments.sweep import Cell, baseline_trivial, cell_score, check_data, processes, seeds_of
+from mtbio.experiments.sweep import Cell, baseline_trivial, cell_score, seeds_of
 from mtbio.fileio import write_json
 from mtbio.model.encoder import load_encoder, load_tokenizer, resolve_encoder_name
 from mtbio.model.probes import no_training_scores
 from mtbio.reporting.transfer import PLAIN, build_transfer, write_transfer
+from mtbio.reporting.studies import study
 from mtbio.run_dir import RunDir
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.config import REFINE_LR
@@ -185,16 +186,12 @@ def transfer(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[
         raise MtbioError(f"transfer --adapter {adapter}: a LoRA refine run leaves the base encoder unchanged; "
                          "run the transfer study with full training")
     sets, targets = transfer_plan(config)
-    state = processes(config)
-    echo = echo if state.is_main_process else silent
-    data_dir = data_dir_for(config)
     catalog = catalog_for(config)
     refined_here = [catalog.get(name) for r in sets if r.run is None for name in r.tasks]
-    check_data(list({t.name: t for t in [*refined_here, *targets]}.values()), data_dir)
-    assert data_dir is not None
+    state, echo, data_dir = start_study(config, list({t.name: t for t in [*refined_here, *targets]}.values()), echo)
     labels = list(config.sizes or DEFAULT_SIZES)
     sizes = {t.name: target_sizes(labels, split_sizes(t, data_dir).get("train", 0)) for t in targets}
-    sweep_dir = Path(config.output) if config.output else Path("runs") / "transfer" / "+".join(t.name for t in targets)
+    sweep_dir = study("transfer").sweep_dir(config, "+".join(t.name for t in targets))
     cells = transfer_cells(sweep_dir, sets, targets, sizes, config)
 
     def collect(done: list[Cell]) -> dict[str, Any]:

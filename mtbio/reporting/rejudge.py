@@ -1,12 +1,13 @@
 """A study's saved comparisons judged again under another decision rule, from their per-seed scores, without
 training (`mtbio report DIR --rule v1|v2`): a pairwise graph's edges, a STILT matrix, a transfer table and its
 average, a selection's pairs and outcome, a runs table's --compare-to columns. Each family is the one the study
-corrected over."""
+corrected over; a study's own re-judge is part of its registration (`mtbio.reporting.studies`)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from mtbio.errors import MtbioError
+from mtbio.reporting.studies import STUDIES, studies
 from mtbio.reporting.transfer import average_starts
 from mtbio.reporting.verdicts import Rule, correct, recompare
 
@@ -19,21 +20,26 @@ def _family(cells: dict[str, tuple[dict[str, Any], str | None]], rule: Rule) -> 
     return fresh, correct(fresh, rule)
 
 
-def _pairwise(data: Document, rule: Rule) -> None:
+def rejudge_pairwise(data: Document, rule: Rule) -> None:
+    """A pairwise graph judged again under `rule`, in place."""
     metric = {n["task"]: n["metric"] for n in data["nodes"]}
     fresh, data["family"] = _family({f"{e['source']}->{e['target']}": (e, metric[e["target"]]) for e in data["edges"]},
                                     rule)
     data["edges"] = [fresh[f"{e['source']}->{e['target']}"] for e in data["edges"]]
+    data.update(rule.fields())
 
 
-def _stilt(data: Document, rule: Rule) -> None:
+def rejudge_stilt(data: Document, rule: Rule) -> None:
+    """A STILT matrix judged again under `rule`, in place."""
     fresh, data["family"] = _family({f"{i}->{r['target']}": (c, r["metric"]) for r in data["targets"]
                                      for i, c in r["intermediate"].items()}, rule)
     for row in data["targets"]:
         row["intermediate"] = {i: fresh[f"{i}->{row['target']}"] for i in row["intermediate"]}
+    data.update(rule.fields())
 
 
-def _transfer(data: Document, rule: Rule) -> None:
+def rejudge_transfer(data: Document, rule: Rule) -> None:
+    """A transfer table and its average judged again under `rule`, in place."""
     cells = {f"{name}->{row['target']}@{point['size']}": (cell, row["metric"]) for row in data["targets"]
              for point in row["points"] for name, cell in point["from"].items()}
     fresh, data["family"] = _family(cells, rule)
@@ -44,9 +50,11 @@ def _transfer(data: Document, rule: Rule) -> None:
                 point["from"][name] = fresh[f"{name}->{row['target']}@{point['size']}"]
                 point["from"][name]["score"]["interval"] = interval
     data["average"] = average_starts(data["targets"], list(data["refinement_sets"]), rule)
+    data.update(rule.fields())
 
 
-def _select(data: Document, rule: Rule) -> None:
+def rejudge_select(data: Document, rule: Rule) -> None:
+    """A selection judged again under `rule`, in place."""
     metric = data["outcome"]["metric"]
     if data.get("pairs"):
         data["pairs"], data["pairs_family"] = _family({c: (cell, metric) for c, cell in data["pairs"].items()}, rule)
@@ -74,18 +82,19 @@ def _table(data: Document, rule: Rule) -> None:
     versus.update(rule.fields())
 
 
-KINDS: dict[str, Callable[[Document, Rule], None]] = {"pairwise": _pairwise, "stilt": _stilt, "transfer": _transfer,
-                                                     "select": _select, "table": _table}
-
-
 def rejudge(data: Document, rule: Rule) -> Document:
-    """`data` (a study's summary file) with every comparison judged again under `rule`, in place."""
+    """`data` (a study's summary file, or a runs table with --compare-to) with every comparison judged again under
+    `rule`, in place, by the re-judge of the study its `kind` names."""
     kind = data.get("kind") or ("table" if data.get("compare_to") else None)
-    if kind not in KINDS:
-        raise MtbioError(f"no comparisons to judge again in a '{kind}' file (known: {', '.join(KINDS)})")
-    KINDS[kind](data, rule)
-    if kind not in ("select", "table"):
-        data.update(rule.fields())
+    if kind == "table":
+        _table(data, rule)
+        return data
+    known = [s.name for s in studies() if s.rejudge is not None]
+    if kind not in known:
+        raise MtbioError(f"no comparisons to judge again in a '{kind}' file (known: {', '.join([*known, 'table'])})")
+    rejudge_study = STUDIES.get(kind).rejudge
+    assert rejudge_study is not None
+    rejudge_study(data, rule)
     return data
 
 

@@ -3,8 +3,10 @@ that verified it, and the target's dev score trained with the selected partners,
 candidate, judged by the shared decision rule (`mtbio.reporting.verdicts`, one family per file)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from mtbio.fileio import write_json, write_text
 from mtbio.reporting.verdicts import Rule, compare, correct, helps, summary, verdict_text
 from mtbio.run_dir import register_study
 
@@ -38,6 +40,14 @@ def build_selection(target: str, metric: str, runs: Mapping[str, Scores], rule: 
     family = correct(comparisons, rule)
     return {"target": target, "metric": metric, "scores": {name: summary(scores) for name, scores in runs.items()},
             "comparisons": comparisons, "family": family, **rule.fields()}
+
+
+def write_selection(directory: Path, result: Mapping[str, Any]) -> list[Path]:
+    """select.json and select.md; returns the paths."""
+    paths = [directory / SELECT.summary, directory / "select.md"]
+    write_json(paths[0], dict(result))
+    write_text(paths[1], selection_markdown(result))
+    return paths
 
 
 def _pm(entry: Mapping[str, Any]) -> str:
