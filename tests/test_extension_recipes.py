@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,6 +99,19 @@ RECIPES = {
             return [f"notes of {paths[0].name}: {(paths[0] / 'notes.txt').read_text().strip()}"]
     ''',
 }
+# each recipe of ARCHITECTURE.md's "Where to extend" → the module here that follows it, or why a plugin has none
+FOLLOWED = {"A data format": "recipe_format", "A metric": "recipe_metric", "A task kind": "recipe_kind",
+            "A kind of report": "recipe_report", "Add a mixer": "recipe_mixer",
+            "Add a loss weighting": "recipe_weighting", "Add an optimizer": "recipe_optimizer",
+            "Add a schedule": "recipe_schedule", "Add a transfer predictor": "recipe_predictor"}
+NOT_REGISTERED = {
+    "Something that watches or steers training": "a listener is passed to train_tasks from Python",
+    "An encoder family whose `AutoModelFor*` classes add layers before the classifier": "tests/test_modernbert.py",
+    "A mini-batch mixer, a loss weighting, an optimizer, a schedule, a transfer predictor, a run option":
+        "the index of the sections below",
+    "Add a run option": "a field of RunConfig, not a plugin's",
+}
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"
 TRAINING = ["recipe_format", "recipe_metric", "recipe_kind", "recipe_optimizer", "recipe_schedule", "recipe_mixer",
             "recipe_weighting"]
 
@@ -122,6 +136,14 @@ def project(tmp_path: Path) -> Path:
         (tmp_path / "data" / task / "train.txt").write_text("\n".join(rows + extra) + "\n")
         (tmp_path / "data" / task / "dev.txt").write_text("\n".join(rows[:6]) + "\n")
     return tmp_path
+
+
+def test_every_recipe_of_architecture_md_is_followed_here() -> None:
+    """A recipe added to "Where to extend" needs a plugin module in RECIPES (or a reason in NOT_REGISTERED)."""
+    section = ARCHITECTURE.read_text().split("## Where to extend", 1)[1]
+    recipes = re.findall(r"^- \*\*(.+?)\*\*", section, re.M) + re.findall(r"^## (Add an? .+)$", section, re.M)
+    assert sorted(recipes) == sorted([*FOLLOWED, *NOT_REGISTERED])
+    assert set(FOLLOWED.values()) == set(RECIPES)
 
 
 def _mtbio(args: list[str], cwd: Path, plugins: list[str] | None = None) -> subprocess.CompletedProcess:
@@ -177,3 +199,47 @@ def test_a_predictor_and_a_report_reach_affinity_and_report(project: Path, tiny_
     (project / "study" / "notes.txt").write_text("three cells\n")
     shown = _mtbio(["--include-package", "recipe_report", "report", "study"], project).stdout
     assert "notes of study: three cells" in shown
+
+
+DOCS = [ARCHITECTURE, *sorted(ARCHITECTURE.parent.glob("docs/*.md")), ARCHITECTURE.parent / "README.md"]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_the_docs_generated_lists_match_the_registries(page: Path) -> None:
+    """A `<!-- generated: NAME -->` list is the registry's names; a stale one names the command that rewrites it."""
+    from mtbio.experiments.components import fill_generated
+
+    text = page.read_text()
+    assert fill_generated(text) == text, f"stale generated list: run `mtbio components --fill {page.name}`"
+
+
+def test_the_generated_lists_cover_kinds_metrics_and_the_training_components() -> None:
+    """The docs' hand lists of these were replaced by generated ones (the metrics' list had lost three)."""
+    from mtbio.experiments.components import GENERATED
+
+    found = {m.group("name") for page in DOCS for m in GENERATED.finditer(page.read_text())}
+    assert {"kinds", "metrics", "optimizers", "schedules", "mixers", "weightings"} <= found
+
+
+def test_components_fill_rewrites_a_stale_list(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("Schedules: <!-- generated: schedules -->`linear`<!-- /generated -->.\n")
+    assert _mtbio(["components", "--fill", str(page)], tmp_path).stdout.strip() == f"filled: {page}"
+    assert page.read_text() == ("Schedules: <!-- generated: schedules -->`constant`, `cosine`, `linear`"
+                                "<!-- /generated -->.\n")
+    assert _mtbio(["components", "--fill", str(page)], tmp_path).stdout.strip() == f"unchanged: {page}"
+
+
+def test_help_points_to_the_registries_and_rule_choices_come_from_one() -> None:
+    """`--help` names no hand list: the component flags point to `mtbio components`, `--rule` lists RULES."""
+    from click.testing import CliRunner
+
+    from mtbio.cli import main
+    from mtbio.reporting.verdicts import RULES
+
+    refine = " ".join(CliRunner().invoke(main, ["refine", "--help"]).output.split())
+    for registry in ("schedules", "optimizers", "mixers", "weightings"):
+        assert f"`mtbio components {registry}` lists them" in refine
+    assert "built in" not in refine
+    report = " ".join(CliRunner().invoke(main, ["report", "--help"]).output.split())
+    assert f"--rule [{'|'.join(RULES.names())}]" in report
