@@ -221,6 +221,18 @@ def test_the_generated_lists_cover_kinds_metrics_and_the_training_components() -
     assert {"kinds", "metrics", "optimizers", "schedules", "mixers", "weightings"} <= found
 
 
+def test_the_described_kinds_and_formats_are_every_registered_one() -> None:
+    """docs/task_definitions.md describes each kind in its `type` row and each format (but `hf`) in its table."""
+    from mtbio.experiments.components import component_names
+
+    page = (ARCHITECTURE.parent / "docs" / "task_definitions.md").read_text()
+    type_row = next(line for line in page.splitlines() if line.startswith("| `type` |")).split("<!-- /generated -->")[1]
+    assert set(re.findall(r"`([a-z0-9_]+)` \(", type_row)) == set(component_names("kinds"))
+    table = page.split("| format | input | columns / options |", 1)[1].split("\n\n", 1)[0]
+    described = {name for row in re.findall(r"^\| (.+?) \|", table, re.M) for name in re.findall(r"`([a-z0-9_]+)`", row)}
+    assert described | {"hf"} == set(component_names("formats"))
+
+
 def test_components_fill_rewrites_a_stale_list(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("Schedules: <!-- generated: schedules -->`linear`<!-- /generated -->.\n")
