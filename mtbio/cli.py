@@ -158,9 +158,8 @@ def tasks_check(path: str, data_dir: str | None) -> None:
               help="Rewrite the generated lists of this Markdown file (`<!-- generated: NAME -->…"
                    "<!-- /generated -->`) from the registries instead (repeatable).")
 def components(names: tuple[str, ...], fill_paths: tuple[str, ...]) -> None:
-    """The registered names of each kind of component (task kinds, formats, metrics, optimizers, schedules, mixers,
-    weightings, adapters, predictors, reports, rules), the shipped ones and the plugins': a line per registry, or
-    the lines of NAMES."""
+    """The registered names of each kind of component, the shipped ones and the plugins': a line per registry (task
+    kinds, formats, metrics, optimizers, ...), or the lines of the registries NAMES."""
     from pathlib import Path
 
     from mtbio.experiments.components import components_text, fill_generated
