@@ -164,6 +164,30 @@ def tasks_check(path: str, data_dir: str | None) -> None:
     click.echo(result.summary)
 
 
+# ---- mtbio components (what the registries hold) ------------------------------------------------
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--fill", "fill_paths", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Rewrite the generated lists of this Markdown file (`<!-- generated: NAME -->…"
+                   "<!-- /generated -->`) from the registries instead (repeatable).")
+def components(names: tuple[str, ...], fill_paths: tuple[str, ...]) -> None:
+    """The registered names of each kind of component, the shipped ones and the plugins': a line per registry (task
+    kinds, formats, metrics, optimizers, ...), or the lines of the registries NAMES."""
+    from pathlib import Path
+
+    from mtbio.experiments.components import components_text, fill_generated
+    from mtbio.fileio import write_text
+
+    for path in map(Path, fill_paths):
+        text = path.read_text()
+        filled = fill_generated(text)
+        if filled != text:
+            write_text(path, filled)
+        click.echo(f"{'filled' if filled != text else 'unchanged'}: {path}")
+    if not fill_paths:
+        click.echo(components_text(list(names)))
+
+
 # ---- mtbio data get (the public tasks' files, from their recorded sources) --------------------------
 @main.group()
 def data() -> None:
@@ -273,6 +297,21 @@ class _Component(click.ParamType):
         if not isinstance(mapping, dict):
             self.fail(f"{value!r} is not a YAML mapping", param, ctx)
         return mapping
+
+
+class _Registered(click.Choice):
+    """One name of a registry of `mtbio.experiments.components`, read when first needed (a value to check, a
+    command's `--help`), not when the CLI loads."""
+
+    def __init__(self, registry: str) -> None:  # no fixed list for Choice.__init__ to keep
+        self.registry = registry
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> list[str]:  # type: ignore[override]
+        from mtbio.experiments.components import component_names
+
+        return component_names(self.registry)
 
 
 class _IntOrWord(click.ParamType):
@@ -688,7 +727,7 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
                    "(repeatable), e.g. ddi=macro_f1 for DDI's macro F1 over its four interaction types.")
 @click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
               help="Multiplicity control across the table's --compare-to tests: holm, bh (Benjamini–Hochberg) or none.")
-@click.option("--rule", type=click.Choice(["v2", "v3", "v1"]),
+@click.option("--rule", type=_Registered("rules"),
               help="Decision rule for --compare-to (default v2) and for a study directory's comparisons (default: the "
                    "rule its file was judged by), judged again from their per-seed scores without training: v2 (the "
                    "interval against ±min-delta, level split over looks and family), v3 (v2 and the interval "

@@ -34,7 +34,7 @@ PAGES = [page for pages in PAGE_GROUPS.values() for page in pages]
 GROUP_COMMANDS = {"readme": {"data", "refine", "finetune", "export", "evaluate", "report", "pairwise", "stilt", "predict",
                              "tasks", "sweep", "affinity", "select", "merge"},
                   "reference": {"data", "refine", "finetune", "evaluate", "report", "pairwise", "stilt", "affinity",
-                                "select", "transfer", "predict", "export", "merge", "tasks"}}
+                                "select", "transfer", "predict", "export", "merge", "tasks", "components"}}
 TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4",
          "--max-eval-examples", "48"]  # a fixed dev subset: scoring whole dev sets was most of this test's time

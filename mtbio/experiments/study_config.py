@@ -75,9 +75,9 @@ class StudyConfig(RunConfig):
     sizes: list[str] = option([], "transfer: the targets' training sizes, numbers of examples or all "
                               "(a fixed subset; a smaller one lies inside a larger).", group="transfer", comma=True,
                               shown="50,200,1000,all")
-    predictor: str = option("cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors "
-                            "(built in: lookahead and cosine from one joint run; size_ratio, text_similarity, fisher "
-                            "without one).", group="affinity")
+    predictor: str = option("cosine", "The transfer predictor, a registered name (`mtbio components predictors` lists "
+                            "them; lookahead and cosine measure during one joint run, the others need none).",
+                            group="affinity")
     predictor_examples: int = option(64, "text_similarity and fisher: the training examples per task they read (a "
                                      "deterministic sample).", group="affinity", ge=1)
     fisher_steps: int = option(50, "fisher: optimizer steps of each task's new head, the encoder frozen, before the "

@@ -155,11 +155,11 @@ class RunConfig(BaseModel):
     l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
                          "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
-    schedule: str = option("linear", "Learning-rate schedule after the warm-up, a name registered in "
-                           "mtbio.training.schedules (built in: linear decay to 0, cosine, constant).")
+    schedule: str = option("linear", "Learning-rate schedule after the warm-up, a registered name "
+                           "(`mtbio components schedules` lists them; linear: decay to 0).")
     optimizer: str | dict[str, Any] = option(
-        "adamw", "Optimizer, a name registered in mtbio.training.optimizers (built in: adamw, adamax, MT-DNN's choice, "
-        "adafactor); or a YAML mapping with its options, {name: adamw, betas: [0.9, 0.98], "
+        "adamw", "Optimizer, a registered name (`mtbio components optimizers` lists them; adamax is MT-DNN's "
+        "choice); or a YAML mapping with its options, {name: adamw, betas: [0.9, 0.98], "
         "eps: 1.0e-6}.")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = option(
         None, "Mixed precision: bf16 on CPUs with AVX512-BF16/AMX and recent GPUs, fp16 on GPUs only. Given, it "
@@ -178,17 +178,17 @@ class RunConfig(BaseModel):
                                       "full-size partners (select, pairwise, refine).", comma=True)
 
     mixer: str | dict[str, Any] = option(
-        "proportional", "Mini-batch mixer strategy, a name registered in mtbio.data.mixers (built in: proportional, "
-        "temperature, uniform, ratio, annealed), or a YAML mapping of the name and its options, "
+        "proportional", "Mini-batch mixer strategy, a registered name (`mtbio components mixers` lists them), or a "
+        "YAML mapping of the name and its options, "
         "e.g. {name: annealed, anneal_to: 0.5}; the flags below are shorthands for options.")
     temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
     temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
     main_task: str | None = option(None, "Main task of the ratio mixer.")
     aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
     weighting: str | dict[str, Any] = option(
-        "fixed", "Loss weighting, a name registered in mtbio.model.weightings: fixed (each task's loss_weight) or "
-        "uncertainty (a learned log-variance per task, Kendall et al. 2018), or a YAML mapping of the name "
-        "and its options, e.g. {name: uncertainty, lr: 0.01}.")
+        "fixed", "Loss weighting, a registered name (`mtbio components weightings` lists them; fixed: each task's "
+        "loss_weight; uncertainty: a learned log-variance per task, Kendall et al. 2018), or a YAML mapping of the "
+        "name and its options, e.g. {name: uncertainty, lr: 0.01}.")
     bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
                                 "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
                                 "random batches.", ge=1)
