@@ -157,3 +157,19 @@ def test_the_fingerprints_follow_the_declared_fields(plugin_kind: Any, monkeypat
     widened = type("Widened", (Segments,), {"input_fields": (*Segments.input_fields, InputField("context"))})()
     monkeypatch.setattr(type(task.kind), "inputs", widened)
     assert cache_key(task, tokenizer, None, "source", 1) != before
+
+
+def test_multi_task_predict_gives_each_multiple_choice_task_its_answer(quiz_project: Path, tiny_encoder: str) -> None:
+    definition = (quiz_project / "defs" / "quiz.yml").read_text()
+    (quiz_project / "defs" / "quiz2.yml").write_text(definition.replace("name: quiz", "name: quiz2"))
+    trained = _mtbio(["refine", "--tasks", "quiz,quiz2", "--task-defs", "defs", "--data-dir", "data", "--encoder",
+                      tiny_encoder, "--max-steps", "2", "--batch-size", "4", "--output", "run"], quiz_project)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (quiz_project / "in.txt").write_text("Which drug opens the airways?\tmetformin\theparin\tsalbutamol\n")
+    predicted = _mtbio(["predict", "run", "--tasks", "quiz,quiz2", "--input", "in.txt", "--output", "out.jsonl"],
+                       quiz_project)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    [record] = [json.loads(line) for line in (quiz_project / "out.jsonl").open()]
+    candidates = ["metformin", "heparin", "salbutamol"]
+    assert set(record["answer"]) == {"quiz", "quiz2"}
+    assert all(record["answer"][t] == candidates[record["prediction"][t]] for t in ("quiz", "quiz2"))

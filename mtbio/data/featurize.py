@@ -277,6 +277,8 @@ def segment_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max
     but the last padded to `max_length`, and a `window` column giving that width, the row layout of
     `sliding_window` (the model encodes each pair on its own; `mtbio.model.windows.pool_segments` pools each).
     `length` counts the row's tokens, `truncated` is any pair's."""
+    if task.sliding_window is not None:
+        raise MtbioError(f"task '{task.name}': sliding_window cuts single texts, and this task's rows hold segments")
     for ex in chunk:
         segments = ex.inputs.get(field)
         if ex.text is None or not isinstance(segments, list) or not segments:
