@@ -11,6 +11,8 @@ first sub-words).
 Long texts are truncated, never dropped (pairs: longest_first), unless the task reads them in windows
 (`sliding_window`): then a row holds its text's windows end to end, each window but the last padded to
 `max_length`, and a `window` column gives that length (`mtbio.model.windows` encodes each window on its own).
+The same rows hold an example's segments (`segment_columns`: a text paired with each text of a list, such as a
+question with each of its candidate answers), the one mechanism for several encodings per example.
 `featurize_stats(dataset)` reports how many examples were truncated, how many tagging words lost every sub-word
 (decoding tags those "O"; they still count in the metric) and, for a kind that counts them in a `labels_lost`
 column (`LABELS_LOST`: per example, the labels the cut removed: a span's answer, a tagged entity), how many labels
@@ -27,7 +29,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,6 +270,50 @@ def separate_text_features(tokenizer: Any) -> dict[str, Any]:
     return spec
 
 
+def segment_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int,
+                    field: str = "segments") -> dict[str, list[Any]]:
+    """The shared columns of examples that hold a text and a list of segments (the input field `field`: a question's
+    candidate answers): each (text, segment) pair encoded as a pair, an example's pairs end to end in its row, all
+    but the last padded to `max_length`, and a `window` column giving that width, the row layout of
+    `sliding_window` (the model encodes each pair on its own; `mtbio.model.windows.pool_segments` pools each).
+    `length` counts the row's tokens, `truncated` is any pair's."""
+    if task.sliding_window is not None:
+        raise MtbioError(f"task '{task.name}': sliding_window cuts single texts, and this task's rows hold segments")
+    for ex in chunk:
+        segments = ex.inputs.get(field)
+        if ex.text is None or not isinstance(segments, list) or not segments:
+            raise DataFormatError(ex.origin or ex.uid, None, f"task '{task.name}': example '{ex.uid}' needs a text "
+                                  f"and a non-empty list of texts in '{field}'")
+    counts = [len(ex.inputs[field]) for ex in chunk]
+    encoded = _encode(tokenizer, [ex.text for ex, n in zip(chunk, counts) for _ in range(n)],
+                      [segment for ex in chunk for segment in ex.inputs[field]], max_length, words=False)
+    pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0, "token_type_ids": 0}
+    names = [name for name in pads if name in encoded]
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    columns["truncated"] = []
+    start = 0
+    for count in counts:
+        pairs = range(start, start + count)
+        for name in names:
+            joined: list[int] = []
+            for row in pairs:
+                values = encoded[name][row]
+                joined.extend(values if row == pairs[-1] else values + [pads[name]] * (max_length - len(values)))
+            columns[name].append(joined)
+        columns["truncated"].append(any(encoded.encodings[row].overflowing for row in pairs))
+        start += count
+    columns["length"] = [len(ids) for ids in columns["input_ids"]]
+    columns["window"] = [max_length] * len(chunk)
+    return columns
+
+
+def segment_features() -> dict[str, Any]:
+    """The `datasets` features of `segment_columns`' own column (`window`)."""
+    from datasets import Value
+
+    return {"window": Value("int32")}
+
+
 def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
     """The shared columns of examples that hold words, with `word_index`, `n_words` and one label id per token
     (the word's tag on its first sub-word, -100 elsewhere and for unlabelled examples)."""
@@ -337,11 +383,17 @@ def lookup(index: dict[str, int], label: Any, ex: Example, task: TaskDef) -> int
 
 
 def examples_fingerprint(examples: Iterable[Example]) -> str:
-    """A short hash of what examples hold (for data that is not a file, such as a dataset split)."""
+    """A short hash of what examples hold (for data that is not a file, such as a dataset split): every input
+    field, the shipped ones first in their old places (so that their hashes, and the caches they name, stay)."""
     digest = hashlib.sha256()
     for ex in examples:
-        digest.update(json.dumps([ex.uid, ex.label, ex.text, ex.text_b, ex.tokens, ex.group]).encode())
+        shipped = [ex.inputs.get(name) for name in _SHIPPED_INPUTS]
+        others = [[name, value] for name, value in sorted(ex.inputs.items()) if name not in _SHIPPED_INPUTS]
+        digest.update(json.dumps([ex.uid, ex.label, *shipped, ex.group, *others]).encode())
     return digest.hexdigest()[:16]
+
+
+_SHIPPED_INPUTS = ("text", "text_b", "tokens")  # the inputs an example held before kinds declared theirs
 
 
 def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fingerprint: str, n_examples: int) -> str:
@@ -350,6 +402,7 @@ def cache_key(task: TaskDef, tokenizer: Any, max_length: int | None, source_fing
     identity = {
         "featurizer": FEATURIZER_VERSION,
         "kind": kind_fingerprint(task.kind),  # an edited kind module featurizes anew
+        "inputs": [astuple(f) for f in task.kind.inputs.input_fields],  # so does a changed declaration
         "task": task.model_dump(mode="json"),
         "source": source_fingerprint,
         "n_examples": n_examples,

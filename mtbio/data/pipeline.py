@@ -136,14 +136,14 @@ def load_task_data(
 def raw_inputs_to_examples(task: TaskDef, inputs: Sequence[str | Sequence[str]]) -> list[Example]:
     """Raw prediction inputs → unlabelled examples, as the task's input shape reads them (`mtbio.tasks.shapes`:
     words split into words and punctuation, or a list of words; a pair's two texts separated by a tab, or a
-    2-item sequence)."""
+    2-item sequence; a text and its segments separated by tabs, or a sequence)."""
     examples, pair = [], is_pair_task(task)
     for i, item in enumerate(inputs):
         try:
             fields = task.kind.inputs.fields(item, pair)
         except ValueError as error:
             raise DataFormatError("input", i + 1, f"task '{task.name}' {error}") from None
-        examples.append(Example(uid=f"input-{i + 1}", label=None, origin=f"input:{i + 1}", **fields))
+        examples.append(Example(uid=f"input-{i + 1}", label=None, origin=f"input:{i + 1}", inputs=fields))
     return examples
 
 

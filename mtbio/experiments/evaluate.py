@@ -137,13 +137,14 @@ def evaluate_paths(
 
 def write_predictions(run_dir: Path, split: str, task: TaskDef, examples: Sequence[Example],
                       predictions: Sequence[Any]) -> TypeCounts | None:
-    """`<run>/predictions/<split>-<task>.jsonl` (uid, input, gold, prediction per example) and, for
-    tagging and classification tasks, the per-type table beside it; returns that table."""
+    """`<run>/predictions/<split>-<task>.jsonl` (uid, each input field the task's kind declares, gold, prediction
+    per example) and, for tagging and classification tasks, the per-type table beside it; returns that table."""
     target = run_dir / "predictions"
+    fields = [f.name for f in task.kind.inputs.input_fields]
     with open_for_write(target / f"{split}-{task.name}.jsonl") as handle:
         for example, prediction in zip(examples, predictions):
-            text = {"tokens": example.tokens} if example.tokens is not None else {"text": example.text, "text_b": example.text_b}
-            record = {"uid": example.uid, **text, "gold": example.label, "prediction": prediction}
+            inputs = {name: example.inputs.get(name) for name in fields}
+            record = {"uid": example.uid, **inputs, "gold": example.label, "prediction": prediction}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     if task.kind.typed_items(task, []) is None:  # the kind has no per-type table
         return None

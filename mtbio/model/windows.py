@@ -1,5 +1,7 @@
 """Rows that hold a long text's windows end to end (a task's `sliding_window`, `mtbio.data.featurize`): each window
-is encoded on its own, and a sentence-level head pools each window and combines the windows' vectors."""
+is encoded on its own, and a sentence-level head pools each window and combines the windows' vectors. Rows of an
+example's segments (`segment_columns`: a question paired with each candidate answer) take the same layout; a head
+reads them with `pool_segments`, one vector per segment."""
 from __future__ import annotations
 
 from typing import Any
@@ -38,9 +40,9 @@ def window_owners(mask: torch.Tensor, window: int) -> list[int]:
     return rows[real.flatten().cpu()].tolist()
 
 
-def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int, aggregate: str) -> torch.Tensor:
-    """One vector per row of windows: each window pooled (its [CLS] or the mean of its tokens), then the windows'
-    vectors combined by their mean or their elementwise max. Sums in float32; returns `hidden`'s dtype."""
+def pool_segments(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each window (or segment: `mtbio.data.featurize.segment_columns`) of each row pooled, its [CLS] or the mean of
+    its tokens, in float32: [rows, windows, hidden]; and which windows are real (not all padding): [rows, windows]."""
     mask = _split(mask.to(hidden.device), window).float()  # [rows, windows, window]
     states = _split(hidden.float(), window)  # [rows, windows, window, hidden]
     if pooling == "cls":
@@ -48,7 +50,13 @@ def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window:
     else:
         weights = mask.unsqueeze(-1)
         pooled = (states * weights).sum(2) / weights.sum(2).clamp(min=1.0)
-    real = mask.bool().any(-1)  # [rows, windows]
+    return pooled, mask.bool().any(-1)
+
+
+def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int, aggregate: str) -> torch.Tensor:
+    """One vector per row of windows: each window pooled (`pool_segments`), then the windows' vectors combined by
+    their mean or their elementwise max. Sums in float32; returns `hidden`'s dtype."""
+    pooled, real = pool_segments(hidden, mask, pooling, window)
     if aggregate == "max":
         combined = pooled.masked_fill(~real.unsqueeze(-1), float("-inf")).max(1).values
     else:

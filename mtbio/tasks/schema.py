@@ -70,7 +70,7 @@ class TaskDef(BaseModel):
     category: Literal["ner", "pico", "relation", "similarity", "document", "qa", "nli", "other"] = "other"
     # reader name (see mtbio.data.readers) and how the reader finds fields in a row
     format: str
-    columns: dict[str, int | str] = Field(default_factory=dict)
+    columns: dict[str, int | str | list[int | str]] = Field(default_factory=dict)  # a list: a field of several texts
     reader_options: dict[str, Any] = Field(default_factory=dict)
     # split -> path (or list of paths) relative to the data directory; `all` + derived_split
     # for corpora without an official split

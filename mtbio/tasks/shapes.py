@@ -3,11 +3,16 @@
 A kind names one of each (`TaskKind.inputs`, `TaskKind.labels`); readers, metrics, probes and `mtbio predict` ask
 the shape, never test which one it is. A kind with a new label shape defines its own `LabelShape` subclass in
 its module (metrics then name it in the shapes they score).
+
+An input shape declares its fields (`InputShape.input_fields`, each an `InputField`): the names under which an
+`Example` holds its inputs and the `columns` keys a generic reader maps onto them. A field holds a text, a list
+of texts (`texts`: the segments of an example, such as a question's candidate answers; `SEGMENTS`) or words.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
 
 WORD = re.compile(r"\w+|[^\w\s]")
 
@@ -89,11 +94,21 @@ def describe_shape(name: str) -> str:
     return LABEL_SHAPES[name].description if name in LABEL_SHAPES else name
 
 
+@dataclass(frozen=True)
+class InputField:
+    """One input an example holds: its name (the `Example` input and the `columns` key), what its value is (a text,
+    a list of texts or a list of words) and whether every example has it."""
+
+    name: str
+    value: Literal["text", "texts", "words"] = "text"
+    required: bool = True
+
+
 class InputShape:
-    """What an example holds: a text (and, for a pair task, a second text), or words."""
+    """What an example holds: a text (and, for a pair task, a second text), words, or a text and its segments."""
 
     name: str = ""
-    column: str = ""  # the field a generic reader must find besides the label
+    input_fields: tuple[InputField, ...] = ()  # what its examples hold, in the order records show them
 
     def fields(self, item: Any, pair: bool) -> dict[str, Any]:
         """`Example` fields of one raw prediction input; ValueError(message) when it is not one."""
@@ -105,7 +120,7 @@ class InputShape:
 
 
 class Text(InputShape):
-    name, column = "text", "text"
+    name, input_fields = "text", (InputField("text"), InputField("text_b", required=False))
 
     def fields(self, item: Any, pair: bool) -> dict[str, Any]:
         if not pair:
@@ -124,7 +139,7 @@ class Text(InputShape):
 class Words(InputShape):
     """Words: a raw string is split by `split_words`."""
 
-    name, column = "words", "tokens"
+    name, input_fields = "words", (InputField("tokens", "words"),)
 
     def fields(self, item: Any, pair: bool) -> dict[str, Any]:
         return {"tokens": [w for w, _, _ in split_words(item)] if isinstance(item, str) else list(item)}
@@ -133,4 +148,20 @@ class Words(InputShape):
         return ["Aspirin", "reduced", "the", "risk", "of", "myocardial", "infarction", "."]
 
 
-TEXT, WORDS = Text(), Words()
+class Segments(InputShape):
+    """A text and a list of texts, its segments (a question and its candidate answers): the raw input is one string,
+    the text and then each segment separated by tabs, or a sequence (text, segment, segment, ...)."""
+
+    name, input_fields = "segments", (InputField("text"), InputField("segments", "texts"))
+
+    def fields(self, item: Any, pair: bool) -> dict[str, Any]:
+        parts = item.split("\t") if isinstance(item, str) else list(item)
+        if len(parts) < 2:
+            raise ValueError("takes a text and its segments, separated by tabs")
+        return {"text": str(parts[0]), "segments": [str(p) for p in parts[1:]]}
+
+    def sample(self, pair: bool) -> Any:
+        return ["Which drug is an anticoagulant?", "Warfarin", "Metformin", "Salbutamol"]
+
+
+TEXT, WORDS, SEGMENTS = Text(), Words(), Segments()

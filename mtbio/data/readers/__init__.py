@@ -5,11 +5,12 @@ labels found on disk; `mtbio.data.loading.read_split` applies the task's `label_
 every label. Readers never skip a malformed row: they raise `DataFormatError` naming the file
 and line.
 
-    @register("tsv", columns=TEXT_COLUMNS, options={"header": bool})
+    @register("tsv", columns={"label": True, "id": False}, options={"header": bool}, inputs="declared")
     def read_tsv(path: Path, task: TaskDef) -> Iterator[Example]: ...
 
 A task definition picks its reader with `format:`; `columns:` and `reader_options:` are
-checked against what the reader declares (`reader_problems`).
+checked against what the reader declares (`reader_problems`). A generic reader (`inputs=`) also maps the
+input fields the task's kind declares (`mtbio.tasks.shapes.InputField`) from `columns`, with `input_values`.
 """
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Generic `tsv` and `csv` readers driven by the task's `columns`.
 
-`columns` maps example fields to columns: `text` and `label` are required; `text_b` makes a
-pair task; `id` and `group` (document id) are optional. A column is a position (0-based;
-negative counts from the end) or, with `header: true`, a header name.
+`columns` maps example fields to columns: `label` and the input fields the task's kind declares
+(`mtbio.tasks.shapes`; most kinds: `text` required, `text_b` making a pair task); `id` and `group`
+(document id) are optional. A column is a position (0-based; negative counts from the end) or, with
+`header: true`, a header name; a field of several texts (`segments`) takes a list of columns, one text
+each, and a field of words one column of words separated by spaces.
 
 reader_options:
   header: bool           first row is a header (default false); it is never read as data
@@ -19,15 +21,15 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from mtbio.data.example import Example
-from mtbio.data.readers.base import register
+from mtbio.data.readers.base import input_fields, input_values, register
 from mtbio.data.readers.text import iter_lines, origin, read_text
 from mtbio.errors import DataFormatError
 from mtbio.tasks.schema import TaskDef
 
-TEXT_COLUMNS = {"text": True, "label": True, "text_b": False, "id": False, "group": False}
+COLUMNS = {"label": True, "id": False, "group": False}  # with the input fields the task's kind declares
 OPTIONS: dict[str, type | tuple[type, ...]] = {"header": bool, "delimiter": str, "quoting": bool, "label_separator": str}
 
 
@@ -44,13 +46,13 @@ def check_options(task: TaskDef) -> list[tuple[str, str]]:
     return problems
 
 
-@register("tsv", columns=TEXT_COLUMNS, options=OPTIONS, check=check_options)
+@register("tsv", columns=COLUMNS, options=OPTIONS, check=check_options, inputs="declared")
 def read_tsv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Tab-separated rows (BLUE/BLURB style)."""
     return _read(path, task, delimiter="\t", quoting=False)
 
 
-@register("csv", columns=TEXT_COLUMNS, options=OPTIONS, check=check_options)
+@register("csv", columns=COLUMNS, options=OPTIONS, check=check_options, inputs="declared")
 def read_csv(path: Path, task: TaskDef) -> Iterator[Example]:
     """Comma-separated rows with csv quoting."""
     return _read(path, task, delimiter=",", quoting=True)
@@ -62,16 +64,19 @@ def _read(path: Path, task: TaskDef, delimiter: str, quoting: bool) -> Iterator[
     rows = _rows(path, delimiter, opts.get("quoting", quoting))
     positions, width = _resolve_columns(path, task, rows, bool(opts.get("header", False)))
     separator = opts.get("label_separator", ",")
+    words = [f.name for f in input_fields(task) if f.value == "words" and f.name in positions]
     for line, cells in rows:
         if len(cells) != width:
             raise DataFormatError(path, line, f"expected {width} fields separated by {delimiter!r}, found {len(cells)}")
-        get = {key: cells[pos] for key, pos in positions.items()}
+        get: dict[str, Any] = {key: [cells[p] for p in pos] if isinstance(pos, list) else cells[pos]
+                               for key, pos in positions.items()}
+        for name in words:
+            get[name] = get[name].split()
         label = task.kind.labels.from_cell(get["label"].strip(), separator)
         yield Example(
             uid=get["id"] if "id" in get else f"{path.name}:{line}",
             label=label,
-            text=get["text"],
-            text_b=get.get("text_b"),
+            inputs=input_values(task, get, path, line),
             group=get.get("group"),
             origin=origin(path, line),
         )
@@ -99,7 +104,7 @@ def _rows(path: Path, delimiter: str, quoting: bool) -> Rows:
     return rows
 
 
-def _resolve_columns(path: Path, task: TaskDef, rows: Rows, header: bool) -> tuple[dict[str, int], int]:
+def _resolve_columns(path: Path, task: TaskDef, rows: Rows, header: bool) -> tuple[dict[str, int | list[int]], int]:
     """Column positions by key and the expected row width; pops the header row off `rows`."""
     if not rows:
         raise DataFormatError(path, None, "no rows")
@@ -113,16 +118,18 @@ def _resolve_columns(path: Path, task: TaskDef, rows: Rows, header: bool) -> tup
     else:
         line, first = rows[0]
         width = len(first)
-    positions: dict[str, int] = {}
-    for key, col in task.columns.items():
+    def position(key: str, col: int | str) -> int:
         if isinstance(col, str):
             if names is None:
                 raise DataFormatError(path, None, f"column '{key}' is given by name ('{col}') but the task has no header: true")
             if col not in names:
                 raise DataFormatError(path, line, f"no column named '{col}' in the header ({', '.join(names)})")
-            positions[key] = names.index(col)
-        else:
-            if not -width <= col < width:
-                raise DataFormatError(path, line, f"column '{key}' is at position {col} but rows have {width} fields")
-            positions[key] = col % width
+            return names.index(col)
+        if not -width <= col < width:
+            raise DataFormatError(path, line, f"column '{key}' is at position {col} but rows have {width} fields")
+        return col % width
+
+    positions: dict[str, int | list[int]] = {
+        key: [position(key, c) for c in col] if isinstance(col, list) else position(key, col)
+        for key, col in task.columns.items()}
     return positions, width

@@ -9,7 +9,8 @@
       name: bc5cdr_bigbio_kb      #   directory; for local files: the builder (default: from the suffix)
       revision: main
       schema: bigbio_kb           # rows in a BigBio schema (mtbio.data.bigbio); else `columns` name fields
-    columns: {text: abstract, label: category}   # text, text_b, label, id, group; tokens + label for tagging
+    columns: {text: abstract, label: category}   # label, id, group and the input fields the task's kind
+                                                  # declares: text, text_b; tokens for tagging; segments, ...
 
 Labels stored as a `ClassLabel` are read as their names. `files: {all: "hf:train"}` with a
 `derived_split` splits one dataset split by document, as for files.
@@ -22,31 +23,31 @@ from typing import Any
 
 from mtbio.data.bigbio import SCHEMA_OPTIONS, SCHEMAS, check_schema_options, examples_from_schema
 from mtbio.data.example import Example, Label
-from mtbio.data.readers.base import register
+from mtbio.data.readers.base import input_fields, input_values, register
 from mtbio.errors import DataFormatError, MtbioError
 from mtbio.tasks.loading import DATASET_SPLIT_PREFIX
 from mtbio.tasks.schema import TaskDef
 
-COLUMNS = {"text": False, "text_b": False, "label": False, "id": False, "group": False, "tokens": False}
+COLUMNS = {"label": False, "id": False, "group": False}  # with the input fields the task's kind declares
 OPTIONS: dict[str, type | tuple[type, ...]] = {"path": str, "name": str, "revision": str, "schema": str,
                                                 **SCHEMA_OPTIONS}
 BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "csv", ".arrow": "arrow"}
 
 
 def check(task: TaskDef) -> list[tuple[str, str]]:
-    """Without a schema, `columns` must name the label and the text (or, for tagging, the tokens)."""
+    """Without a schema, `columns` must name the label and the input fields the task's kind requires."""
     options = task.reader_options
     schema = options.get("schema")
     if schema is not None:
         if schema not in SCHEMAS:
             return [("reader_options.schema", f"unknown schema '{schema}' (known: {', '.join(SCHEMAS)})")]
         return check_schema_options(options)
-    needed = [task.kind.inputs.column, "label"]
+    needed = [f.name for f in input_fields(task) if f.required] + ["label"]
     return [("columns", f"format 'hf' needs column '{key}' (a field of the dataset), or reader_options.schema")
             for key in needed if key not in task.columns]
 
 
-@register("hf", columns=COLUMNS, column_kind="name", options=OPTIONS, check=check)
+@register("hf", columns=COLUMNS, column_kind="name", options=OPTIONS, check=check, inputs="accepted")
 def read_hf(path: Path, task: TaskDef) -> Iterator[Example]:
     """The examples of one dataset split (a local file or directory, or an "hf:<split>" of reader_options.path)."""
     if _empty_file(path):
@@ -147,27 +148,24 @@ def _reason(exc: BaseException) -> str:
 
 
 def _from_columns(dataset: Any, task: TaskDef, source: str) -> Iterator[Example]:
-    columns = {key: str(name) for key, name in task.columns.items()}
-    missing = [name for name in columns.values() if name not in dataset.column_names]
+    columns = {key: [str(n) for n in name] if isinstance(name, list) else str(name)
+               for key, name in task.columns.items()}
+    missing = [n for name in columns.values() for n in (name if isinstance(name, list) else [name])
+               if n not in dataset.column_names]
     if missing:
         raise DataFormatError(source, None, f"no field(s) {', '.join(missing)} (fields: "
                                             f"{', '.join(dataset.column_names)})")
     names = label_names(dataset.features.get(columns["label"]))
     for row_number, row in rows(dataset, source):
-        values = {key: row[name] for key, name in columns.items()}
+        values = {key: [row[n] for n in name] if isinstance(name, list) else row[name] for key, name in columns.items()}
         label = _label(values["label"], names, source, row_number)
-        tokens = values.get("tokens")
-        if tokens is not None and (not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens)):
-            raise DataFormatError(source, row_number, f"field '{columns['tokens']}' must be a list of strings")
-        for key in ("text", "text_b", "id", "group"):
+        for key in ("id", "group"):
             if key in values and not isinstance(values[key], (str, int)):
                 raise DataFormatError(source, row_number, f"field '{columns[key]}' must be a string")
         yield Example(
             uid=str(values["id"]) if "id" in values else f"{Path(source).name}:{row_number}",
             label=label,
-            text=values.get("text"),
-            text_b=values.get("text_b"),
-            tokens=tokens,
+            inputs=input_values(task, values, source, row_number),
             group=str(values["group"]) if "group" in values else None,
             origin=f"{source}:{row_number}",
         )

@@ -1,7 +1,9 @@
 """`jsonl`: one JSON object per line, fields picked by `columns` (JSON keys).
 
-columns: `text` and `label` required; `text_b`, `id`, `group` optional. A label may be a string,
-a number (regression, or class names such as 0/1) or, for multilabel tasks, a list of strings.
+columns: `label` and the input fields the task's kind declares (most kinds: `text` required, `text_b`
+optional); `id`, `group` optional. A field of several texts (`segments`) names one key holding a list of
+strings or a list of keys, one text each; a field of words, a key holding a list of strings. A label may be a
+string, a number (regression, or class names such as 0/1) or, for multilabel tasks, a list of strings.
 Blank lines are skipped; any other line that is not a JSON object is an error.
 """
 from __future__ import annotations
@@ -11,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mtbio.data.example import Example, Label
-from mtbio.data.readers.base import register
-from mtbio.data.readers.delimited import TEXT_COLUMNS
+from mtbio.data.readers.base import input_values, register
+from mtbio.data.readers.delimited import COLUMNS
 from mtbio.data.readers.text import iter_lines, origin
 from mtbio.errors import DataFormatError
 from mtbio.tasks.schema import TaskDef
@@ -48,23 +50,24 @@ def json_label(value: Any, path: Path, line: int) -> Label:
     raise DataFormatError(path, line, f"label must be a string, a number, a list of strings or an object, got {json.dumps(value)[:80]}")
 
 
-@register("jsonl", columns=TEXT_COLUMNS, column_kind="name")
+@register("jsonl", columns=COLUMNS, column_kind="name", inputs="declared")
 def read_jsonl(path: Path, task: TaskDef) -> Iterator[Example]:
     """Examples from JSON lines, e.g. MedNLI's {sentence1, sentence2, gold_label, pairID}."""
-    columns = {key: str(name) for key, name in task.columns.items()}
+    columns = {key: name if isinstance(name, list) else str(name) for key, name in task.columns.items()}
     for line_no, record in iter_json_lines(path):
-        missing = [name for name in columns.values() if name not in record]
+        missing = [n for name in columns.values() for n in (name if isinstance(name, list) else [name])
+                   if n not in record]
         if missing:
             raise DataFormatError(path, line_no, f"missing field(s) {', '.join(missing)}")
-        values = {key: record[name] for key, name in columns.items()}
-        for key in ("text", "text_b", "id", "group"):
+        values = {key: [record[n] for n in name] if isinstance(name, list) else record[name]
+                  for key, name in columns.items()}
+        for key in ("id", "group"):
             if key in values and not isinstance(values[key], (str, int)):
                 raise DataFormatError(path, line_no, f"field '{columns[key]}' must be a string")
         yield Example(
             uid=str(values["id"]) if "id" in values else f"{path.name}:{line_no}",
             label=json_label(values["label"], path, line_no),
-            text=str(values["text"]),
-            text_b=str(values["text_b"]) if "text_b" in values else None,
+            inputs=input_values(task, values, path, line_no),
             group=str(values["group"]) if "group" in values else None,
             origin=origin(path, line_no),
         )
