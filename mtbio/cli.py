@@ -279,11 +279,12 @@ class _IntOrWord(click.ParamType):
 
 
 def config_options(*groups: str) -> Any:
-    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields in `groups` (and --config with
-    'training')."""
+    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields and shorthands in `groups` (and
+    --config with 'training')."""
     from mtbio.experiments.study_config import StudyConfig
 
-    options = [_option_from_field(name, field) for name, field in StudyConfig.model_fields.items()
+    options = [_option_from_field(name, field) for name, field in {**StudyConfig.model_fields,
+                                                                     **StudyConfig.shorthands}.items()
                if (field.json_schema_extra or {}).get("group") in groups]
     if "training" in groups:
         options.insert(0, click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
@@ -538,10 +539,10 @@ def affinity(**values: Any) -> None:
 
 
 def _field_option(name: str) -> Any:
-    """The option of one `StudyConfig` field outside the command's groups."""
+    """The option of one `StudyConfig` field or shorthand outside the command's groups."""
     from mtbio.experiments.study_config import StudyConfig
 
-    return _option_from_field(name, StudyConfig.model_fields[name])
+    return _option_from_field(name, {**StudyConfig.model_fields, **StudyConfig.shorthands}[name])
 
 
 @main.command()

@@ -21,14 +21,14 @@ def _command_fields(name: str) -> set[str]:
 
 
 def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
-    """Options come from RunConfig and StudyConfig alone: each field is an option of some command, with help; a run
-    (refine, finetune) takes run options only, the study options are the studies'."""
-    fields = set(StudyConfig.model_fields)
+    """Options come from RunConfig and StudyConfig alone: each field, and each shorthand for a component's option, is
+    an option of some command, with help; a run (refine, finetune) takes run options only, the study options are the
+    studies'."""
+    options = {**StudyConfig.model_fields, **StudyConfig.shorthands}
     flags = set().union(*(_command_fields(c) for c in COMMANDS))
-    assert flags == fields
-    assert all(StudyConfig.model_fields[f].description for f in fields)
-    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields)
-    assert len(RunConfig.model_fields) == 62 and len(fields - set(RunConfig.model_fields)) == 40
+    assert flags == set(options)
+    assert all(options[f].description for f in options)
+    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields) | set(RunConfig.shorthands)
     assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
     assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
@@ -41,7 +41,7 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
 def test_help_shows_every_default() -> None:
     for command in COMMANDS:
         for param in cli.main.commands[command].params:
-            field = StudyConfig.model_fields.get(param.name)
+            field = {**StudyConfig.model_fields, **StudyConfig.shorthands}.get(param.name)
             if field is not None and (field.get_default(call_default_factory=True) not in (None, []) or (field.json_schema_extra or {}).get("shown")):
                 assert "[default: " in param.help, (command, param.name)
     text = " ".join(CliRunner().invoke(cli.main, ["refine", "--help"]).output.split())
@@ -53,6 +53,27 @@ def test_every_config_field_is_read_outside_its_definition() -> None:
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "config.py")
     unused = [f for f in RunConfig.model_fields if not re.search(rf"\.{f}\b|\"{f}\"|'{f}'|\b{f}=", code)]
     assert unused == []
+
+
+def test_options_live_in_their_components() -> None:
+    """The component options (mixer, ...) are not run options of their own: the config holds few fields."""
+    run_fields = len(RunConfig.model_fields)
+    study_fields = len(set(StudyConfig.model_fields) - set(RunConfig.model_fields))
+    assert (run_fields, study_fields) == (58, 40)
+
+
+def test_a_shorthand_sets_its_components_option_where_flags_and_files_give_it() -> None:
+    """--temperature 3 is the mixer's temperature: on the command line, as a flat key of a --config file, and in an
+    older run's config.yaml; a flag for another component's option is refused by name."""
+    given = CliRunner().invoke(cli.main, ["finetune", "--task", "demo-nli", "--mixer", "annealed", "--temperature", "3"])
+    assert given.exit_code != 0 and "--temperature is not an option of --mixer annealed" in given.output
+    for values in ({"mixer": "temperature", "temperature": 3}, {"mixer": {"name": "temperature"}, "temperature": 3.0}):
+        config = build_config(values, {})
+        assert config.mixer == {"name": "temperature", "temperature": 3.0, "cap": None}
+        assert "temperature" not in config.model_dump()
+    with pytest.raises(MtbioError, match="--main-task is not an option of --mixer temperature"):
+        build_config({"mixer": "temperature"}, {"main_task": "a"})
+    assert build_config({}, {"temperature": 2.0}).mixer == "proportional"  # at the option's default: nothing set
 
 
 def test_unknown_config_key_is_an_error_naming_it() -> None:
@@ -85,3 +106,21 @@ def test_the_resolved_precision_is_what_the_run_records(tmp_path, tiny_encoder, 
     assert config.mixed_precision is None
     [(run_dir, _)] = finetune(config)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["mixed_precision"] == "no"
+
+
+def test_a_run_written_before_its_components_owned_their_options_resumes(tmp_path: Path) -> None:
+    """An older config.yaml holds the shorthands as flat keys: --resume reads them as the components' options, takes
+    the same options and refuses others by flag."""
+    import yaml
+
+    from mtbio.experiments.training_run import check_resume
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-00000004").mkdir(parents=True)
+    new = build_config({}, {"mixer": "temperature", "temperature": 3.0, "resume": True})
+    old = {**new.model_dump(), "mixer": "temperature", "temperature": 3.0, "temperature_cap": None, "main_task": None,
+           "aux_ratio": 1.0}
+    (run / "config.yaml").write_text(yaml.safe_dump(old))
+    check_resume(run, new)
+    with pytest.raises(MtbioError, match="--resume: --mixer is .* but .* was trained with"):
+        check_resume(run, build_config({}, {"mixer": "temperature", "temperature": 4.0, "resume": True}))

@@ -119,7 +119,7 @@ def test_select_without_verification_keeps_the_top_candidates(tmp_path: Path, mi
                     for d in ("pairwise/baselines/kw-few", "groups/kw-few+kw-all"))
     assert alone < group  # each its recipe epochs: the ratio mixer's epoch is twice the target's batches
     ratio = (tmp_path / "own" / "groups" / "kw-few+kw-all" / "seed-42" / "config.yaml").read_text()
-    assert "mixer: ratio" in ratio and "main_task: kw-few" in ratio
+    assert yaml.safe_load(ratio)["mixer"] == {"name": "ratio", "main_task": "kw-few", "ratio": 1.0}
 
 
 def test_select_refuses_what_it_cannot_do(tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:

@@ -104,8 +104,9 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
                       for s in seeds] for name, members in sets.items() if members}
     groups = {name: [chain[-1] for chain in chains] for name, chains in runs_of.items()}  # the scored runs
     unique = list(dict.fromkeys(cell for chains in runs_of.values() for chain in chains for cell in chain))
-    grouped = config.model_copy(update={"mixer": "ratio", "main_task": target.name}) \
-        if config.group_training == "ratio" else config
+    mixer, options = config.mixer_spec()
+    ratio = {**(options if mixer == "ratio" else {}), "name": "ratio", "main_task": target.name}
+    grouped = config.model_copy(update={"mixer": ratio}) if config.group_training == "ratio" else config
     if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
                               lambda *_: [], echo) is None:
         return directory, None
