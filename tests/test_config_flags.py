@@ -59,7 +59,7 @@ def test_options_live_in_their_components() -> None:
     """The component options (mixer, ...) are not run options of their own: the config holds few fields."""
     run_fields = len(RunConfig.model_fields)
     study_fields = len(set(StudyConfig.model_fields) - set(RunConfig.model_fields))
-    assert (run_fields, study_fields) == (58, 40)
+    assert (run_fields, study_fields) == (58, 36)
 
 
 def test_a_shorthand_sets_its_components_option_where_flags_and_files_give_it() -> None:
@@ -74,6 +74,20 @@ def test_a_shorthand_sets_its_components_option_where_flags_and_files_give_it() 
     with pytest.raises(MtbioError, match="--main-task is not an option of --mixer temperature"):
         build_config({"mixer": "temperature"}, {"main_task": "a"})
     assert build_config({}, {"temperature": 2.0}).mixer == "proportional"  # at the option's default: nothing set
+
+
+def test_the_decision_rules_options_are_its_own_and_its_flags_shorthands() -> None:
+    """--alpha, --min-delta, --spending and --correction set the rule's options; `rule` is the rule's name or its
+    mapping, as the judged comparisons then read it."""
+    from mtbio.experiments.common import decision_rule
+
+    config = build_config({"rule": {"name": "v3", "spending": "pocock"}}, {"alpha": 0.01}, model=StudyConfig)
+    assert config.rule == {"name": "v3", "alpha": 0.01, "min_delta": None, "spending": "pocock", "correction": "holm"}
+    rule = decision_rule(config)
+    assert (rule.version, rule.alpha, rule.spending, rule.correction) == ("v3", 0.01, "pocock", "holm")
+    assert build_config({}, {}, model=StudyConfig).rule == "v2"
+    refused = CliRunner().invoke(cli.main, ["pairwise", "--tasks", "demo-nli,demo-sts", "--alpha", "1.5"])
+    assert refused.exit_code != 0 and "--alpha: Input should be less than 1" in refused.output
 
 
 def test_unknown_config_key_is_an_error_naming_it() -> None:

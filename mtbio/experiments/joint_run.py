@@ -64,4 +64,4 @@ def joint_affinity(config: StudyConfig, tasks: list[TaskDef], data_dir: Path, di
         raise MtbioError(failure_message(failed))
     runs = {cell.seed: {"probe": json.loads((cell.run_dir / POINTS_FILE).read_text()),
                         "results": RunDir(cell.run_dir).results()} for cell in cells}
-    return build_affinity({t.name: t.metric for t in tasks}, runs, config.alpha, default)
+    return build_affinity({t.name: t.metric for t in tasks}, runs, config.rule_spec()[1].alpha, default)

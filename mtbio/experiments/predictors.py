@@ -126,7 +126,7 @@ def size_ratio(job: PredictionJob) -> dict[str, Any]:
         raise MtbioError(f"size_ratio: task {', '.join(empty)} has no training examples")
     scores = {s: {t: math.log(sizes[s] / sizes[t]) for t in sizes if t != s} for s in sizes}
     return build_scores("size_ratio", "log(source training examples / target training examples)", False,
-                        _metrics(job), {job.config.seed: scores}, job.config.alpha,
+                        _metrics(job), {job.config.seed: scores}, job.config.rule_spec()[1].alpha,
                         {"wall_seconds": time.perf_counter() - started}, {"train_examples": sizes})
 
 
@@ -140,7 +140,7 @@ def same_type(job: PredictionJob) -> dict[str, Any]:
     kinds = {t.name: f"{t.type}{' pair' if is_pair_task(t) else ''}" for t in job.tasks}
     scores = {s: {t: float(kinds[s] == kinds[t]) for t in kinds if t != s} for s in kinds}
     return build_scores("same_type", "1 when the two tasks are of the same type (kind; one text or a pair), else 0",
-                        True, _metrics(job), {job.config.seed: scores}, job.config.alpha,
+                        True, _metrics(job), {job.config.seed: scores}, job.config.rule_spec()[1].alpha,
                         {"wall_seconds": time.perf_counter() - started}, {"types": kinds})
 
 
@@ -158,7 +158,7 @@ def text_similarity(job: PredictionJob) -> dict[str, Any]:
         read += len(sample)
     seconds = time.perf_counter() - started
     return build_scores("text_similarity", "cosine of the mean-pooled text embeddings", True, _metrics(job),
-                        {config.seed: cosine_matrix(embeddings)}, config.alpha,
+                        {config.seed: cosine_matrix(embeddings)}, config.rule_spec()[1].alpha,
                         {"measure_forward_examples": read, "measure_seconds": seconds, "wall_seconds": seconds},
                         {"examples": examples})
 
@@ -187,6 +187,6 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
         job.echo(f"fisher: seed {seed} measured")
     seconds = time.perf_counter() - started
     return build_scores("fisher", "cosine of the diagonal Fisher embeddings of the encoder", True, _metrics(job),
-                        scores, config.alpha, {"train_examples": trained, "measure_backward_examples": measured,
+                        scores, config.rule_spec()[1].alpha, {"train_examples": trained, "measure_backward_examples": measured,
                                                "measure_seconds": seconds, "wall_seconds": seconds},
                         {"examples": options.examples, "head_steps": options.head_steps})

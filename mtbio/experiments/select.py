@@ -118,7 +118,7 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
               "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
-              "pairs_family": verified["family"] if verified else None, "correction": config.correction,
+              "pairs_family": verified["family"] if verified else None, "correction": config.rule_spec()[1].correction,
               "selected": selected, "max_steps": config.max_steps, "seeds": seeds,
               "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}

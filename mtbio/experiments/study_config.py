@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from mtbio.training.config import AUTO_MAX_SEEDS, AUTO_SEEDS, RunConfig, option
+from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
+from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
+                                   _name_and_values, option, shorthand)
 
 
 class StudyConfig(RunConfig):
@@ -17,15 +19,13 @@ class StudyConfig(RunConfig):
 
     dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
                            "hold.", group="sweep")
-    alpha: float = option(0.05, "Family-wise significance level of the decision rule.", group="sweep", gt=0, lt=1)
-    min_delta: float | None = option(None, "Smallest |mean Δ| that counts as an effect, in the metric's own units "
-                                     "(default: each metric's registered threshold, one point of a 0–1 score).",
-                                     group="sweep", ge=0)
-    rule: Literal["v1", "v2", "v3"] = option(
-        "v2", "Decision rule: v2 reads improves/hurts/no effect/undecided from the t interval against ±min-delta, "
-        "its level split over adaptive looks and the family; v3 also reads it against 0 (higher/lower with the size "
-        "settled or not, within the threshold, no effect beyond it); v1 is the rule before (p < alpha and |mean| ≥ "
-        "min-delta), kept for comparison.", group="sweep")
+    rule: str | dict[str, Any] = option(
+        "v2", "Decision rule, a version registered in mtbio.reporting.verdicts: v2 reads improves/hurts/no effect/"
+        "undecided from the t interval against ±min-delta, its level split over adaptive looks and the family; v3 also "
+        "reads it against 0 (higher/lower with the size settled or not, within the threshold, no effect beyond it); "
+        "v1 is the rule before (p < alpha and |mean| ≥ min-delta), kept for comparison. Or a YAML mapping of the "
+        "version and its options, {name: v2, alpha: 0.05, min_delta: 0.01, spending: pocock, correction: bh}; "
+        "--alpha, --min-delta, --spending and --correction are shorthands for them.", group="sweep")
     sd: float | None = option(None, "--dry-run: the per-seed sd of Δ (metric units, e.g. 0.01 for one point) to "
                               "state the smallest effect each verdict can reach at --seeds.", group="sweep", gt=0)
     effect: float | None = option(None, "--dry-run with --sd: the true Δ whose seeds needed are stated (default: "
@@ -33,12 +33,6 @@ class StudyConfig(RunConfig):
     primary: str | None = option(None, "One comparison declared primary (as the report names it, e.g. "
                                  "ddi->bc5cdr-chem), judged alone at --alpha; the others form the secondary family.",
                                  group="sweep")
-    spending: Literal["obrien-fleming", "pocock"] = option(
-        "obrien-fleming", "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
-        group="sweep")
-    correction: Literal["holm", "bh", "none"] = option(
-        "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
-        group="sweep")
     max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
                                    "undecided edges (select: of its undecided pairs), round by round, up to N "
                                    "seeds.", group="sweep", ge=2)
@@ -114,6 +108,16 @@ class StudyConfig(RunConfig):
                                  group="select", flag="--matched-steps/--no-matched-steps")
 
 
+    @field_validator("rule")
+    @classmethod
+    def _registered_rule(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "decision rule", RULES, rule_options)
+
+    def rule_spec(self) -> tuple[str, RuleOptions]:
+        """The decision rule's version and its options."""
+        name, values = _name_and_values(self.rule, "decision rule")
+        return name, rule_options(name, values)
+
     @field_validator("parallel")
     @classmethod
     def _positive_parallel(cls, value: int | str) -> int | str:
@@ -125,6 +129,27 @@ class StudyConfig(RunConfig):
         """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
         self.seeds = AUTO_SEEDS
         self.max_seeds = self.max_seeds or AUTO_MAX_SEEDS
+
+
+def _rule_model(name: str) -> type[RuleOptions] | None:
+    return RULES.get(name).options if name in RULES else None
+
+
+OPTIONS_OF["rule"] = _rule_model
+StudyConfig.shorthands = {
+    **RUN_SHORTHANDS,
+    "alpha": shorthand("rule", "alpha", float, 0.05, "Family-wise significance level of the decision rule.",
+                       group="sweep", gt=0, lt=1),
+    "min_delta": shorthand("rule", "min_delta", float, None, "Smallest |mean Δ| that counts as an effect, in the "
+                           "metric's own units (default: each metric's registered threshold, one point of a 0–1 "
+                           "score).", group="sweep", ge=0),
+    "spending": shorthand("rule", "spending", Literal["obrien-fleming", "pocock"], "obrien-fleming",
+                          "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
+                          group="sweep"),
+    "correction": shorthand("rule", "correction", Literal["holm", "bh", "none"], "holm",
+                            "Multiplicity control across one graph's tests: holm (family-wise), bh "
+                            "(Benjamini–Hochberg) or none.", group="sweep"),
+}
 
 
 def run_options_of(config: RunConfig, **update: Any) -> RunConfig:

@@ -523,8 +523,9 @@ def power_plan(cells: list[Cell], config: StudyConfig) -> list[str]:
     if config.sd is None:
         return [f"{m} comparisons at {n} seeds: give --sd (the per-seed sd of Δ, e.g. 0.01 for one point) to see the "
                 "smallest effect each verdict can reach"]
-    min_delta = config.min_delta if config.min_delta is not None else 0.01
-    return power_lines(config.sd, n, m, min_delta, config.alpha, config.effect)
+    rule = config.rule_spec()[1]
+    min_delta = rule.min_delta if rule.min_delta is not None else 0.01
+    return power_lines(config.sd, n, m, min_delta, rule.alpha, config.effect)
 
 
 # ---- --dry-run: the disk the sweep will hold ---------------------------------------------------------
