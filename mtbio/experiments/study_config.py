@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
+from mtbio.experiments.launcher_options import LAUNCHERS, launcher_options
 from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
 from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
                                    _name_and_values, option, shorthand)
@@ -36,28 +37,17 @@ class StudyConfig(RunConfig):
     max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
                                    "undecided edges (select: of its undecided pairs), round by round, up to N "
                                    "seeds.", group="sweep", ge=2)
-    launcher: Literal["local", "ray", "slurm"] = option(
+    launcher: str | dict[str, Any] = option(
         "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
-        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
-    parallel: int | Literal["auto"] = option(
-        1, "local: cells at once, one process each, taking the GPUs in turn where there are GPUs, else sharing the "
-        "cores' threads. auto: a process per GPU, else a single-thread process per core (the fastest layout "
-        "measured), at most one per cell left.", group="sweep")
+        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting); or a YAML mapping of the "
+        "launcher and its options, {name: slurm, partition: gpu, time: 90, account: lab, config: slurm.yaml, cpus: 8, "
+        "gpus: 1} ({name: ray, address: ..., cpus: ..., gpus: ...}); the flags below are shorthands for them.",
+        group="sweep")
     retries: int = option(1, "Attempts after a cell's first failure (each failure is recorded beside the cell).",
                           group="sweep", ge=0)
     keep_weights: Literal["best", "none"] = option(
         "none", "What a finished cell keeps: best (its best-dev encoder and heads) or none (scores, metrics and logs "
         "only). STILT intermediates keep their weights until their targets finish.", group="sweep")
-    cell_cpus: int = option(1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1)
-    cell_gpus: int = option(0, "ray/slurm: GPUs per cell.", group="sweep", ge=0)
-    ray_address: str | None = option(None, "ray: address of a running Ray cluster.", group="sweep",
-                                     shown="a local Ray instance")
-    slurm_config: str | None = option(None, "slurm: YAML file of submitit executor parameters (slurm_partition, "
-                                      "timeout_min, slurm_account, slurm_additional_parameters, ...; cluster: local "
-                                      "runs the jobs on this machine). The flags below win.", group="sweep")
-    slurm_partition: str | None = option(None, "slurm: partition.", group="sweep")
-    slurm_time: int | None = option(None, "slurm: time limit per cell in minutes.", group="sweep", shown="60", ge=1)
-    slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks (select: the one target).", group="stilt", comma=True,
                                shown="--tasks/--domain")
@@ -118,12 +108,15 @@ class StudyConfig(RunConfig):
         name, values = _name_and_values(self.rule, "decision rule")
         return name, rule_options(name, values)
 
-    @field_validator("parallel")
+    @field_validator("launcher")
     @classmethod
-    def _positive_parallel(cls, value: int | str) -> int | str:
-        if value != "auto" and value < 1:  # type: ignore[operator]
-            raise ValueError("--parallel must be at least 1 (or auto)")
-        return value
+    def _registered_launcher(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "launcher", LAUNCHERS, launcher_options)
+
+    def launcher_spec(self) -> tuple[str, Any]:
+        """The launcher's name and its options model."""
+        name, values = _name_and_values(self.launcher, "launcher")
+        return name, launcher_options(name, values)
 
     def adaptive_seeds(self) -> None:
         """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
@@ -136,6 +129,7 @@ def _rule_model(name: str) -> type[RuleOptions] | None:
 
 
 OPTIONS_OF["rule"] = _rule_model
+OPTIONS_OF["launcher"] = lambda name: LAUNCHERS.get(name) if name in LAUNCHERS else None
 StudyConfig.shorthands = {
     **RUN_SHORTHANDS,
     "alpha": shorthand("rule", "alpha", float, 0.05, "Family-wise significance level of the decision rule.",
@@ -149,6 +143,21 @@ StudyConfig.shorthands = {
     "correction": shorthand("rule", "correction", Literal["holm", "bh", "none"], "holm",
                             "Multiplicity control across one graph's tests: holm (family-wise), bh "
                             "(Benjamini–Hochberg) or none.", group="sweep"),
+    "parallel": shorthand("launcher", "parallel", int | Literal["auto"], 1, "local: cells at once, one process each, "
+                          "taking the GPUs in turn where there are GPUs, else sharing the cores' threads. auto: a "
+                          "process per GPU, else a single-thread process per core (the fastest layout measured), at "
+                          "most one per cell left.", group="sweep"),
+    "cell_cpus": shorthand("launcher", "cpus", int, 1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1),
+    "cell_gpus": shorthand("launcher", "gpus", int, 0, "ray/slurm: GPUs per cell.", group="sweep", ge=0),
+    "ray_address": shorthand("launcher", "address", str, None, "ray: address of a running Ray cluster.",
+                             group="sweep", shown="a local Ray instance"),
+    "slurm_config": shorthand("launcher", "config", str, None, "slurm: YAML file of submitit executor parameters "
+                              "(slurm_partition, timeout_min, slurm_account, slurm_additional_parameters, ...; "
+                              "cluster: local runs the jobs on this machine). The flags below win.", group="sweep"),
+    "slurm_partition": shorthand("launcher", "partition", str, None, "slurm: partition.", group="sweep"),
+    "slurm_time": shorthand("launcher", "time", int, None, "slurm: time limit per cell in minutes.", group="sweep",
+                            shown="60", ge=1),
+    "slurm_account": shorthand("launcher", "account", str, None, "slurm: account to charge.", group="sweep"),
 }
 
 

@@ -566,7 +566,9 @@ def disk_line(cells: list[Cell], config: StudyConfig) -> str:
     keeps = 0 if config.keep_weights == "none" else per_encoder
     held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
     # a running cell's best weights and its resume checkpoint (weights and optimizer state)
-    peak = 3 * per_encoder * min(local_layout(config.parallel, len(pending)).processes, len(pending))
+    launcher, options = config.launcher_spec()
+    parallel = options.parallel if launcher == "local" else 1
+    peak = 3 * per_encoder * min(local_layout(parallel, len(pending)).processes, len(pending))
     return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
             f"({format_bytes(per_encoder)} of encoder per cell that keeps weights)"
             + (f", up to ~{format_bytes(peak)} more while cells train" if peak else ""))
