@@ -235,6 +235,8 @@ def _option_from_field(name: str, field: Any) -> Any:
             settings["multiple"] = True
     elif typing.get_origin(kind) is typing.Literal:
         settings["type"] = click.Choice(list(typing.get_args(kind)))
+    elif extra.get("choices"):
+        settings["type"] = _Registered(extra["choices"])
     elif kind in (int, float) or isinstance(kind, click.ParamType):
         settings["type"] = kind
     return click.option(flag, name, **settings)
@@ -260,6 +262,23 @@ class _Component(click.ParamType):
         if not isinstance(mapping, dict):
             self.fail(f"{value!r} is not a YAML mapping", param, ctx)
         return mapping
+
+
+class _Registered(click.ParamType):
+    """One of the names `names()` gives when the flag is used (a registry's, which plugins may have extended)."""
+
+    name = "name"
+
+    def __init__(self, names: Any) -> None:
+        self.names = names
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "[" + "|".join(self.names()) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value not in self.names():
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, self.names()))}", param, ctx)
+        return value
 
 
 class _IntOrWord(click.ParamType):

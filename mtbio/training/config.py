@@ -20,7 +20,7 @@ AUTO_SEEDS, AUTO_MAX_SEEDS = 3, 8  # --seeds auto: the first round's seeds, and 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
            comma: bool = False, envvar: str | None = None, shown: str | None = None, resumable: bool = False,
-           per_cell: bool = False, **constraints: Any) -> Any:
+           per_cell: bool = False, choices: Callable[[], list[str]] | None = None, **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
@@ -32,10 +32,11 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     training option must equal the checkpoint's (`fixed_on_resume`). `per_cell`: a training option that a
     sweep sets for each of its cells (tasks, seed, output, ...) or that does not change what a cell trains (the
     checkpoint and log cadence); every other training option is part of the sweep's protocol, the options all
-    its cells share (`protocol_options`).
+    its cells share (`protocol_options`). `choices`: the values a string option takes, read when the flag is used (the
+    names of a registry, which a plugin may extend).
     """
     extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable,
-             "per_cell": per_cell}
+             "per_cell": per_cell, "choices": choices}
     if isinstance(default, list):
         return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
     return Field(default, description=help, json_schema_extra=extra, **constraints)
@@ -90,6 +91,12 @@ def flag_of(shorthands: dict[str, FieldInfo], component: str, key: str) -> str:
     flats = [flat for flat, info in shorthands.items()
              if (info.json_schema_extra or {}).get("component") == component and info.json_schema_extra["key"] == key]  # type: ignore[index]
     return f"--{flats[0].replace('_', '-')}" if flats else key
+
+
+def _pooling_names() -> list[str]:
+    from mtbio.model.poolings import POOLINGS  # the names only: no torch
+
+    return POOLINGS.names()
 
 
 def _registered(registry: Any, what: str, name: str) -> str:
@@ -170,10 +177,12 @@ class RunConfig(BaseModel):
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
-    pooling: Literal["task", "auto", "cls", "mean", "pooler"] = option(
-        "task", "What sentence-level heads read: each task's own `pooling`, or cls / mean / pooler for every task; auto: "
+    pooling: str = option(
+        "task", "What sentence-level heads read: each task's own `pooling`, or a pooling registered in "
+        "mtbio.model.poolings (built in: cls, mean, pooler) for every task; auto: "
         "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
-        "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
+        "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.",
+        choices=lambda: ["task", "auto", *_pooling_names()])
     pair_form: Literal["task", "auto", "cross", "bi"] = option(
         "task", "How a classification or regression of two texts is trained: each task's own type; cross, the pair "
         "encoded together; bi, each text encoded on its own and their cosine classified or regressed "
@@ -314,6 +323,13 @@ class RunConfig(BaseModel):
         name = choose(str(values.get("recipe") or "auto"), values)
         recipe = fold_shorthands(recipe_values(name), cls.shorthands, cls.model_fields)
         return {**recipe, **values, "recipe": name}
+
+    @field_validator("pooling")
+    @classmethod
+    def _registered_pooling(cls, name: str) -> str:
+        if name not in ("task", "auto", *_pooling_names()):
+            raise ValueError(f"unknown pooling '{name}' (task, auto, or a registered one: {', '.join(_pooling_names())})")
+        return name
 
     @field_validator("task_examples")
     @classmethod
