@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from mtbio.experiments.launcher_options import LAUNCHERS, launcher_options
+from mtbio.experiments.predictor_options import PREDICTOR_OPTIONS, predictor_options
 from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
 from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
                                    _name_and_values, option, shorthand)
@@ -59,20 +60,11 @@ class StudyConfig(RunConfig):
     sizes: list[str] = option([], "transfer: the targets' training sizes, numbers of examples or all "
                               "(a fixed subset; a smaller one lies inside a larger).", group="transfer", comma=True,
                               shown="50,200,1000,all")
-    predictor: str = option("cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors "
-                            "(built in: lookahead and cosine from one joint run; size_ratio, text_similarity, fisher "
-                            "without one).", group="affinity")
-    predictor_examples: int = option(64, "text_similarity and fisher: the training examples per task they read (a "
-                                     "deterministic sample).", group="affinity", ge=1)
-    fisher_steps: int = option(50, "fisher: optimizer steps of each task's new head, the encoder frozen, before the "
-                               "squared gradients are taken.", group="affinity", ge=1)
-    affinity_every: int = option(100, "Measure the task affinities every N optimizer steps (and at the last step "
-                                 "if no measurement fell into the run).", group="affinity", ge=1)
-    affinity_batch_size: int = option(32, "Examples per task in each measurement batch (seeded draws from the "
-                                      "train split, apart from the training batches).", group="affinity", ge=1)
-    affinity_split: Literal["train", "dev"] = option(
-        "train", "Where the lookahead measures the target's loss: a train batch (TAG) or a dev batch (held-out).",
-        group="affinity")
+    predictor: str | dict[str, Any] = option(
+        "cosine", "The transfer predictor, a name registered in mtbio.experiments.predictors (built in: lookahead and "
+        "cosine from one joint run; size_ratio, same_type, text_similarity, fisher without one), or a YAML mapping of "
+        "the name and its options, {name: fisher, examples: 24, head_steps: 30} ({name: cosine, every: 100, "
+        "batch_size: 32, split: train}); the flags below are shorthands for them.", group="affinity")
     prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
                                "--affinity (and every baseline).", group="prune", shown="off", ge=1)
     affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
@@ -108,6 +100,16 @@ class StudyConfig(RunConfig):
         name, values = _name_and_values(self.rule, "decision rule")
         return name, rule_options(name, values)
 
+    @field_validator("predictor")
+    @classmethod
+    def _registered_predictor(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "transfer predictor", PREDICTOR_OPTIONS, predictor_options)
+
+    def predictor_spec(self) -> tuple[str, Any]:
+        """The transfer predictor's name and its options model."""
+        name, values = _name_and_values(self.predictor, "transfer predictor")
+        return name, predictor_options(name, values)
+
     @field_validator("launcher")
     @classmethod
     def _registered_launcher(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
@@ -130,6 +132,7 @@ def _rule_model(name: str) -> type[RuleOptions] | None:
 
 OPTIONS_OF["rule"] = _rule_model
 OPTIONS_OF["launcher"] = lambda name: LAUNCHERS.get(name) if name in LAUNCHERS else None
+OPTIONS_OF["predictor"] = lambda name: PREDICTOR_OPTIONS.get(name) if name in PREDICTOR_OPTIONS else None
 StudyConfig.shorthands = {
     **RUN_SHORTHANDS,
     "alpha": shorthand("rule", "alpha", float, 0.05, "Family-wise significance level of the decision rule.",
@@ -158,6 +161,17 @@ StudyConfig.shorthands = {
     "slurm_time": shorthand("launcher", "time", int, None, "slurm: time limit per cell in minutes.", group="sweep",
                             shown="60", ge=1),
     "slurm_account": shorthand("launcher", "account", str, None, "slurm: account to charge.", group="sweep"),
+    "predictor_examples": shorthand("predictor", "examples", int, 64, "text_similarity and fisher: the training "
+                                    "examples per task they read (a deterministic sample).", group="affinity", ge=1),
+    "fisher_steps": shorthand("predictor", "head_steps", int, 50, "fisher: optimizer steps of each task's new head, "
+                              "the encoder frozen, before the squared gradients are taken.", group="affinity", ge=1),
+    "affinity_every": shorthand("predictor", "every", int, 100, "Measure the task affinities every N optimizer steps "
+                                "(and at the last step if no measurement fell into the run).", group="affinity", ge=1),
+    "affinity_batch_size": shorthand("predictor", "batch_size", int, 32, "Examples per task in each measurement batch "
+                                     "(seeded draws from the train split, apart from the training batches).",
+                                     group="affinity", ge=1),
+    "affinity_split": shorthand("predictor", "split", Literal["train", "dev"], "train", "Where the lookahead measures "
+                                "the target's loss: a train batch (TAG) or a dev batch (held-out).", group="affinity"),
 }
 
 

@@ -329,8 +329,8 @@ def train_cell(cell: Cell, config: StudyConfig, catalog: dict[str, TaskDef], dat
                state: Accelerator) -> None:
     """Train one claimed cell: from the last checkpoint an interrupted owner left (a process killed, a session
     ended), else from scratch (what a failed attempt left is removed first)."""
-    listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
-                 ] if cell.kind == "joint" else []
+    probe = config.predictor_spec()[1] if cell.kind == "joint" else None  # a joint predictor's options
+    listeners = [AffinityProbe(probe.every, probe.batch_size, cell.seed, probe.split)] if probe is not None else []
     latest = None if failures(cell.run_dir) else latest_checkpoint(RunDir(cell.run_dir).checkpoints_dir)
     resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()
               and all(kept.state_key in listener_states(latest) for kept in listeners if kept.state_key))
