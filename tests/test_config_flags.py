@@ -90,6 +90,29 @@ def test_the_decision_rules_options_are_its_own_and_its_flags_shorthands() -> No
     assert refused.exit_code != 0 and "--alpha: Input should be less than 1" in refused.output
 
 
+@pytest.mark.parametrize("flags, component, written", [
+    ({"launcher": "slurm", "slurm_partition": "gpu", "cell_gpus": 1}, "launcher",
+     {"name": "slurm", "cpus": 1, "gpus": 1, "config": None, "partition": "gpu", "time": None, "account": None}),
+    ({"parallel": 2}, "launcher", {"name": "local", "parallel": 2}),
+    ({"predictor": "fisher", "predictor_examples": 24}, "predictor", {"name": "fisher", "examples": 24, "head_steps": 50}),
+    ({"affinity_every": 10, "affinity_split": "dev"}, "predictor",
+     {"name": "cosine", "every": 10, "batch_size": 32, "split": "dev"}),
+])
+def test_the_launchers_and_predictors_flags_are_shorthands_for_their_options(flags: dict, component: str,
+                                                                             written: dict) -> None:
+    assert getattr(build_config({}, flags, model=StudyConfig), component) == written
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"launcher": "ray", "slurm_partition": "gpu"}, "--slurm-partition is not an option of --launcher ray"),
+    ({"predictor": "size_ratio", "affinity_every": 5}, "--affinity-every is not an option of --predictor size_ratio"),
+    ({"predictor": {"name": "fisher", "steps": 3}}, "steps: not an option of this predictor"),
+])
+def test_an_option_the_named_component_lacks_is_refused_by_name(flags: dict, message: str) -> None:
+    with pytest.raises(MtbioError, match=message):
+        build_config({}, flags, model=StudyConfig)
+
+
 def test_unknown_config_key_is_an_error_naming_it() -> None:
     with pytest.raises(MtbioError, match="'batch_sise': unknown option"):
         build_config({"batch_sise": 8}, {}, source="run.yml")
