@@ -164,9 +164,9 @@ def run_on_ray(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDe
         import ray
     except ImportError:
         raise MtbioError("--launcher ray needs Ray: pip install 'mtbio[ray]'") from None
+    _, options = config.launcher_spec()
     started_here = not ray.is_initialized()
     if started_here:
-        _, options = config.launcher_spec()
         local = {} if options.address else {"include_dashboard": False}  # options of a new instance only
         ray.init(address=options.address, log_to_driver=False, **local)
     try:
