@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -272,6 +272,8 @@ def _option_from_field(name: str, field: Any) -> Any:
             settings["multiple"] = True
     elif typing.get_origin(kind) is typing.Literal:
         settings["type"] = click.Choice(list(typing.get_args(kind)))
+    elif extra.get("choices"):
+        settings["type"] = _Registered(extra["choices"])
     elif kind in (int, float) or isinstance(kind, click.ParamType):
         settings["type"] = kind
     return click.option(flag, name, **settings)
@@ -300,18 +302,21 @@ class _Component(click.ParamType):
 
 
 class _Registered(click.Choice):
-    """One name of a registry of `mtbio.experiments.components`, read when first needed (a value to check, a
-    command's `--help`), not when the CLI loads."""
+    """One name of a registry, read when first needed (a value to check, a command's `--help`), not when the CLI
+    loads: a registry of `mtbio.experiments.components` by name, or a function giving the names (a plugin's
+    included)."""
 
-    def __init__(self, registry: str) -> None:  # no fixed list for Choice.__init__ to keep
-        self.registry = registry
+    def __init__(self, names: str | Callable[[], Any]) -> None:  # no fixed list for Choice.__init__ to keep
+        self.names = names
         self.case_sensitive = True
 
     @property
     def choices(self) -> list[str]:  # type: ignore[override]
+        if callable(self.names):
+            return list(self.names())
         from mtbio.experiments.components import component_names
 
-        return component_names(self.registry)
+        return component_names(self.names)
 
 
 class _IntOrWord(click.ParamType):
@@ -331,11 +336,12 @@ class _IntOrWord(click.ParamType):
 
 
 def config_options(*groups: str) -> Any:
-    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields in `groups` (and --config with
-    'training')."""
+    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields and shorthands in `groups` (and
+    --config with 'training')."""
     from mtbio.experiments.study_config import StudyConfig
 
-    options = [_option_from_field(name, field) for name, field in StudyConfig.model_fields.items()
+    options = [_option_from_field(name, field) for name, field in {**StudyConfig.model_fields,
+                                                                     **StudyConfig.shorthands}.items()
                if (field.json_schema_extra or {}).get("group") in groups]
     if "training" in groups:
         options.insert(0, click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
@@ -599,10 +605,10 @@ def affinity(**values: Any) -> None:
 
 
 def _field_option(name: str) -> Any:
-    """The option of one `StudyConfig` field outside the command's groups."""
+    """The option of one `StudyConfig` field or shorthand outside the command's groups."""
     from mtbio.experiments.study_config import StudyConfig
 
-    return _option_from_field(name, StudyConfig.model_fields[name])
+    return _option_from_field(name, {**StudyConfig.model_fields, **StudyConfig.shorthands}[name])
 
 
 @main.command()

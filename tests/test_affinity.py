@@ -86,7 +86,7 @@ def test_the_helper_pair_scores_highest_and_the_noise_task_lowest(
     affinity(config, echo=lambda _: None)  # finished seeds are not trained again
     assert (directory / "seed-42" / "results.json").stat().st_mtime_ns == stamp
     with pytest.raises(MtbioError, match="measured with"):
-        affinity(config.model_copy(update={"affinity_every": 5}), echo=lambda _: None)
+        affinity(config.model_copy(update={"predictor": {"name": "cosine", "every": 5}}), echo=lambda _: None)
 
 
 # ---- the trajectory ------------------------------------------------------------------------------------

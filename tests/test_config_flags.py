@@ -21,14 +21,14 @@ def _command_fields(name: str) -> set[str]:
 
 
 def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
-    """Options come from RunConfig and StudyConfig alone: each field is an option of some command, with help; a run
-    (refine, finetune) takes run options only, the study options are the studies'."""
-    fields = set(StudyConfig.model_fields)
+    """Options come from RunConfig and StudyConfig alone: each field, and each shorthand for a component's option, is
+    an option of some command, with help; a run (refine, finetune) takes run options only, the study options are the
+    studies'."""
+    options = {**StudyConfig.model_fields, **StudyConfig.shorthands}
     flags = set().union(*(_command_fields(c) for c in COMMANDS))
-    assert flags == fields
-    assert all(StudyConfig.model_fields[f].description for f in fields)
-    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields)
-    assert len(RunConfig.model_fields) == 62 and len(fields - set(RunConfig.model_fields)) == 40
+    assert flags == set(options)
+    assert all(options[f].description for f in options)
+    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields) | set(RunConfig.shorthands)
     assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
     assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
@@ -41,7 +41,7 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
 def test_help_shows_every_default() -> None:
     for command in COMMANDS:
         for param in cli.main.commands[command].params:
-            field = StudyConfig.model_fields.get(param.name)
+            field = {**StudyConfig.model_fields, **StudyConfig.shorthands}.get(param.name)
             if field is not None and (field.get_default(call_default_factory=True) not in (None, []) or (field.json_schema_extra or {}).get("shown")):
                 assert "[default: " in param.help, (command, param.name)
     text = " ".join(CliRunner().invoke(cli.main, ["refine", "--help"]).output.split())
@@ -53,6 +53,64 @@ def test_every_config_field_is_read_outside_its_definition() -> None:
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "config.py")
     unused = [f for f in RunConfig.model_fields if not re.search(rf"\.{f}\b|\"{f}\"|'{f}'|\b{f}=", code)]
     assert unused == []
+
+
+def test_options_live_in_their_components() -> None:
+    """The component options (mixer, ...) are not run options of their own: the config holds few fields."""
+    run_fields = len(RunConfig.model_fields)
+    study_fields = len(set(StudyConfig.model_fields) - set(RunConfig.model_fields))
+    assert (run_fields, study_fields) == (58, 23)
+
+
+def test_a_shorthand_sets_its_components_option_where_flags_and_files_give_it() -> None:
+    """--temperature 3 is the mixer's temperature: on the command line, as a flat key of a --config file, and in an
+    older run's config.yaml; a flag for another component's option is refused by name."""
+    given = CliRunner().invoke(cli.main, ["finetune", "--task", "demo-nli", "--mixer", "annealed", "--temperature", "3"])
+    assert given.exit_code != 0 and "--temperature is not an option of --mixer annealed" in given.output
+    for values in ({"mixer": "temperature", "temperature": 3}, {"mixer": {"name": "temperature"}, "temperature": 3.0}):
+        config = build_config(values, {})
+        assert config.mixer == {"name": "temperature", "temperature": 3.0, "cap": None}
+        assert "temperature" not in config.model_dump()
+    with pytest.raises(MtbioError, match="--main-task is not an option of --mixer temperature"):
+        build_config({"mixer": "temperature"}, {"main_task": "a"})
+    assert build_config({}, {"temperature": 2.0}).mixer == "proportional"  # at the option's default: nothing set
+
+
+def test_the_decision_rules_options_are_its_own_and_its_flags_shorthands() -> None:
+    """--alpha, --min-delta, --spending and --correction set the rule's options; `rule` is the rule's name or its
+    mapping, as the judged comparisons then read it."""
+    from mtbio.experiments.common import decision_rule
+
+    config = build_config({"rule": {"name": "v3", "spending": "pocock"}}, {"alpha": 0.01}, model=StudyConfig)
+    assert config.rule == {"name": "v3", "alpha": 0.01, "min_delta": None, "spending": "pocock", "correction": "holm"}
+    rule = decision_rule(config)
+    assert (rule.version, rule.alpha, rule.spending, rule.correction) == ("v3", 0.01, "pocock", "holm")
+    assert build_config({}, {}, model=StudyConfig).rule == "v2"
+    refused = CliRunner().invoke(cli.main, ["pairwise", "--tasks", "demo-nli,demo-sts", "--alpha", "1.5"])
+    assert refused.exit_code != 0 and "--alpha: Input should be less than 1" in refused.output
+
+
+@pytest.mark.parametrize("flags, component, written", [
+    ({"launcher": "slurm", "slurm_partition": "gpu", "cell_gpus": 1}, "launcher",
+     {"name": "slurm", "cpus": 1, "gpus": 1, "config": None, "partition": "gpu", "time": None, "account": None}),
+    ({"parallel": 2}, "launcher", {"name": "local", "parallel": 2}),
+    ({"predictor": "fisher", "predictor_examples": 24}, "predictor", {"name": "fisher", "examples": 24, "head_steps": 50}),
+    ({"affinity_every": 10, "affinity_split": "dev"}, "predictor",
+     {"name": "cosine", "every": 10, "batch_size": 32, "split": "dev"}),
+])
+def test_the_launchers_and_predictors_flags_are_shorthands_for_their_options(flags: dict, component: str,
+                                                                             written: dict) -> None:
+    assert getattr(build_config({}, flags, model=StudyConfig), component) == written
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"launcher": "ray", "slurm_partition": "gpu"}, "--slurm-partition is not an option of --launcher ray"),
+    ({"predictor": "size_ratio", "affinity_every": 5}, "--affinity-every is not an option of --predictor size_ratio"),
+    ({"predictor": {"name": "fisher", "steps": 3}}, "steps: not an option of this predictor"),
+])
+def test_an_option_the_named_component_lacks_is_refused_by_name(flags: dict, message: str) -> None:
+    with pytest.raises(MtbioError, match=message):
+        build_config({}, flags, model=StudyConfig)
 
 
 def test_unknown_config_key_is_an_error_naming_it() -> None:
@@ -85,3 +143,21 @@ def test_the_resolved_precision_is_what_the_run_records(tmp_path, tiny_encoder, 
     assert config.mixed_precision is None
     [(run_dir, _)] = finetune(config)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["mixed_precision"] == "no"
+
+
+def test_a_run_written_before_its_components_owned_their_options_resumes(tmp_path: Path) -> None:
+    """An older config.yaml holds the shorthands as flat keys: --resume reads them as the components' options, takes
+    the same options and refuses others by flag."""
+    import yaml
+
+    from mtbio.experiments.training_run import check_resume
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-00000004").mkdir(parents=True)
+    new = build_config({}, {"mixer": "temperature", "temperature": 3.0, "resume": True})
+    old = {**new.model_dump(), "mixer": "temperature", "temperature": 3.0, "temperature_cap": None, "main_task": None,
+           "aux_ratio": 1.0}
+    (run / "config.yaml").write_text(yaml.safe_dump(old))
+    check_resume(run, new)
+    with pytest.raises(MtbioError, match="--resume: --mixer is .* but .* was trained with"):
+        check_resume(run, build_config({}, {"mixer": "temperature", "temperature": 4.0, "resume": True}))

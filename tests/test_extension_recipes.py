@@ -107,10 +107,11 @@ FOLLOWED = {"A data format": "recipe_format", "A metric": "recipe_metric", "A ta
 NOT_REGISTERED = {
     "Something that watches or steers training": "a listener is passed to train_tasks from Python",
     "An encoder family whose `AutoModelFor*` classes add layers before the classifier": "tests/test_modernbert.py",
-    "A study, a mini-batch mixer, a loss weighting, an optimizer, a schedule, a transfer predictor, a run option":
+    "A study, a mini-batch mixer, a loss weighting, an optimizer, a schedule, a transfer predictor, a pooling, a run option":
         "the index of the sections below",
     "A kind of study": "followed through the plugin route by tests/test_study_plugin.py",
     "Add a study": "followed through the plugin route by tests/test_study_plugin.py",
+    "Add a pooling": "followed through the plugin route by tests/test_poolings.py",
     "Add a run option": "a field of RunConfig, not a plugin's",
 }
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"

@@ -60,7 +60,7 @@ def test_a_head_config_with_an_unknown_pooling_is_refused() -> None:
     data = HeadConfig(task="t", type="classification", hidden_size=32, labels=["a", "b"]).to_json()
     assert HeadConfig.from_json(data).pooling == "cls"
     assert HeadConfig.from_json({**data, "pooling": "mean"}).pooling == "mean"
-    with pytest.raises(ValueError, match="pooling must be one of cls, pooler, mean, not 'max'"):
+    with pytest.raises(ValueError, match="pooling must be one of cls, mean, pooler, not 'max'"):
         HeadConfig.from_json({**data, "pooling": "max"})
 
 

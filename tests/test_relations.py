@@ -243,6 +243,6 @@ def test_the_time_estimate_counts_steps_as_the_trainer_does(tmp_path: Path) -> N
     floored = TrainerOptions.of(config.model_copy(update={"min_steps": 10}))  # the floor raises whole epochs' 8 to 10
     assert run_length(floored, len(build_sampler(floored, {"a": [1] * 33, "b": [1] * 33}))) == (4, 10)
     assert work.train_examples == 2 * 66 and work.eval_examples == 2 * (10 + 7) + (5 + 1)
-    ratio = config.model_copy(update={"mixer": "ratio", "main_task": "a", "aux_ratio": 2.0})
+    ratio = config.model_copy(update={"mixer": {"name": "ratio", "main_task": "a", "ratio": 2.0}})
     # 2 main-task batches (32 + 1) and 4 auxiliary ones, cycling over b's two (32 + 8), an epoch
     assert cell_work(cell, ratio, sizes).train_examples == 2 * (33 + 2 * (32 + 8))

@@ -308,12 +308,13 @@ def test_sbatch_parameters_come_from_the_yaml_file_and_the_flags(tmp_path: Path,
         assert line in text, text
     (tmp_path / "bad.yaml").write_text("cluster: slurm\nslurm_no_such_thing: 1\n")
     with pytest.raises(MtbioError, match="submitit parameters: Unknown argument 'no_such_thing'"):
-        make_executor(config.model_copy(update={"slurm_config": str(tmp_path / "bad.yaml")}), tmp_path / "jobs")
+        make_executor(config.model_copy(update={"launcher": {**config.launcher, "config": str(tmp_path / "bad.yaml")}}),
+                      tmp_path / "jobs")
 
 
 def test_launcher_options_that_do_not_fit_are_refused(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
-    for extra, message in ((["--launcher", "ray", "--parallel", "2"], "--parallel is for --launcher local"),
+    for extra, message in ((["--launcher", "ray", "--parallel", "2"], "--parallel is not an option of --launcher ray"),
                            (["--launcher", "ray", "--cell-gpus", "2"], "a cell on several GPUs is not supported")):
         result = CliRunner().invoke(main, _cli(keyword_tasks, micro_encoder, tmp_path / "s", *extra)[3:])
         assert result.exit_code == 2 and message in result.output, result.output
@@ -331,7 +332,8 @@ def test_parallel_auto_takes_a_process_per_gpu_else_a_single_thread_process_per_
     assert local_layout("auto", 10, gpus=["0", "3"], cores=16) == Layout(2, 8, ("0", "3"))
     assert local_layout(3, 10, gpus=[], cores=2) == Layout(3, 1)  # explicit: as asked, even past the cores
     assert local_layout(1, 10, gpus=["0"], cores=8) == Layout(1, 8)
-    assert StudyConfig(parallel="auto").parallel == "auto" and StudyConfig(parallel=2).parallel == 2
+    assert StudyConfig(parallel="auto").launcher_spec()[1].parallel == "auto"
+    assert StudyConfig(parallel=2).launcher == {"name": "local", "parallel": 2}
     assert Layout(2, 1).describe() == "2 processes, 1 CPU thread(s) each"
 
 

@@ -104,7 +104,7 @@ def _errors(tmp_path: Path, text: str) -> list[TaskDefinitionError]:
         ("format: xml\n", "format", "unknown format 'xml'"),
         ("extra_metrics: [f2]\n", "extra_metrics", "unknown metric 'f2'"),
         ("tagging_scheme: IOB2\n", "tagging_scheme", "applies to tasks that tag words only"),
-        ("pooling: max\n", "pooling", "Input should be 'cls', 'pooler' or 'mean'"),
+        ("pooling: max\n", "pooling", "unknown pooling 'max' (registered: cls, mean, pooler)"),
         ("files: {all: demo/all.tsv}\n", "derived_split", "needs derived_split"),
         ("reader_options: {sep: ';'}\n", "reader_options.sep", "has no option 'sep'"),
         ("reader_options: {header: 'yes'}\n", "reader_options.header", "expected bool"),

@@ -50,8 +50,8 @@ PlanFn = Callable[["MultiTaskBatchSampler", int], list[Batch]]
 
 
 class MixerOptions(BaseModel):
-    """A strategy's options (none by default); a field whose `json_schema_extra` names a `shorthand`
-    is also set by that flat run option (`--temperature-cap` → `cap`)."""
+    """A strategy's options (none by default); a flag may be a shorthand for one (`--temperature-cap` → `cap`: the
+    run config's `RUN_SHORTHANDS`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -91,12 +91,6 @@ def register_mixer(
         return plan
 
     return decorator
-
-
-def shorthands(name: str) -> dict[str, str]:
-    """Strategy `name`'s options that a flat run option also sets: {run option: strategy option}."""
-    return {extra["shorthand"]: option for option, field in MIXERS.get(name).options.model_fields.items()
-            if isinstance(extra := field.json_schema_extra, dict) and "shorthand" in extra}
 
 
 def mixer_options(name: str, values: Mapping[str, Any]) -> MixerOptions:

@@ -26,11 +26,12 @@ from mtbio.tasks.schema import TaskDef
 def predict_relations(config: StudyConfig, tasks: list[TaskDef], directory: Path,
                       echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run `config.predictor` on `tasks` into `directory` and write its files; returns affinity.json's content."""
-    predict = PREDICTORS.get(config.predictor)
+    name = config.predictor_spec()[0]
+    predict = PREDICTORS.get(name)
     if len(tasks) < 2:
         raise MtbioError("a transfer predictor needs at least two tasks (--tasks a,b,... or --domain D)")
     adapter = config.adapter_spec()[0]
-    if adapter != "none" and config.predictor in JOINT_PREDICTORS:
+    if adapter != "none" and name in JOINT_PREDICTORS:
         raise MtbioError(f"affinity --adapter {adapter}: with an adapter per task no trained weight is shared, "
                          "so one task's step cannot move another's loss; measure affinities with full training")
     if processes(config).num_processes > 1:
@@ -50,6 +51,7 @@ def affinity(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[
     the directory and affinity.json's content."""
     refuse_adaptive_seeds(config, "affinity")
     tasks = resolve_tasks(config, catalog_for(config))
-    folder = "affinity" if config.predictor in JOINT_PREDICTORS else f"affinity-{config.predictor}"
+    name = config.predictor_spec()[0]
+    folder = "affinity" if name in JOINT_PREDICTORS else f"affinity-{name}"
     directory = study("affinity").sweep_dir(config, task_label(config, tasks), folder)
     return directory, predict_relations(config, tasks, directory, echo)

@@ -41,7 +41,8 @@ def decision_rule(config: StudyConfig) -> Rule:
     """The rule a study's comparisons are judged by: --rule, --alpha, --min-delta, --correction, --spending, and
     the looks of adaptive seeds (--seeds first, --max-seeds last)."""
     looks = (int(config.seeds or AUTO_SEEDS), config.max_seeds) if config.max_seeds else None
-    return Rule(config.rule, config.alpha, config.min_delta, config.correction, config.spending, looks, config.primary)
+    name, options = config.rule_spec()
+    return Rule(name, options.alpha, options.min_delta, options.correction, options.spending, looks, config.primary)
 
 
 def refuse_adaptive_seeds(config: StudyConfig, command: str) -> None:

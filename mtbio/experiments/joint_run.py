@@ -30,8 +30,9 @@ from mtbio.training.config import REFINE_LR
 
 
 def measurement(config: StudyConfig) -> dict[str, Any]:
-    return {"affinity_every": config.affinity_every, "affinity_batch_size": config.affinity_batch_size,
-            "affinity_split": config.affinity_split}
+    """The affinity probe's settings as sweep.json records them (the joint predictor's options)."""
+    options = config.predictor_spec()[1]
+    return {"affinity_every": options.every, "affinity_batch_size": options.batch_size, "affinity_split": options.split}
 
 
 def check_measurement(directory: Path, config: StudyConfig) -> None:
@@ -64,4 +65,4 @@ def joint_affinity(config: StudyConfig, tasks: list[TaskDef], data_dir: Path, di
         raise MtbioError(failure_message(failed))
     runs = {cell.seed: {"probe": json.loads((cell.run_dir / POINTS_FILE).read_text()),
                         "results": RunDir(cell.run_dir).results()} for cell in cells}
-    return build_affinity({t.name: t.metric for t in tasks}, runs, config.alpha, default)
+    return build_affinity({t.name: t.metric for t in tasks}, runs, config.rule_spec()[1].alpha, default)

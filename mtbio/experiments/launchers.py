@@ -76,26 +76,24 @@ def launch(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDef], 
            state: Accelerator, sweep_dir: Path, echo: Callable[[str], None] = print) -> bool:
     """Run the sweep's unfinished cells with `config.launcher`; True when no cell is left to train
     (False: SLURM jobs were submitted and run on their own)."""
-    explicit = config.parallel != "auto" and config.parallel > 1
-    if (config.launcher != "local" or explicit) and state.num_processes > 1:
+    name, options = config.launcher_spec()
+    explicit = name == "local" and options.parallel != "auto" and options.parallel > 1
+    if (name != "local" or explicit) and state.num_processes > 1:
         raise MtbioError("under accelerate launch a sweep runs its cells one after another; leave out "
                          "--launcher and --parallel")
-    if explicit and config.launcher != "local":
-        raise MtbioError(f"--parallel is for --launcher local; {config.launcher} runs as many cells at once as "
-                         "its resources allow (--cell-cpus, --cell-gpus)")
-    if config.cell_gpus > 1:
+    if name != "local" and options.gpus > 1:
         raise MtbioError("a cell on several GPUs is not supported by the launchers yet; use --cell-gpus 1 (or run "
                          "the sweep under accelerate launch, one cell after another)")
-    if config.launcher == "ray":
+    if name == "ray":
         run_on_ray(cells, config, catalog, data_dir, echo)
         return True
-    if config.launcher == "slurm":
+    if name == "slurm":
         submitted = submit_to_slurm(cells, config, catalog, data_dir, sweep_dir, echo)
         left = unsettled(cells, cells, config.retries)
         if left and not submitted:
             echo(f"{len(left)} cell(s) still running or queued; see: mtbio sweep status {sweep_dir}")
         return not submitted and not left
-    layout = local_layout(config.parallel, len(unsettled(cells, cells, config.retries)))
+    layout = local_layout(options.parallel, len(unsettled(cells, cells, config.retries)))
     if state.num_processes == 1 and layout.processes > 1:
         run_local_processes(cells, config, catalog, data_dir, layout, echo)
         return True
@@ -178,15 +176,16 @@ def run_on_ray(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskDe
         import ray
     except ImportError:
         raise MtbioError("--launcher ray needs Ray: pip install 'mtbio[ray]'") from None
+    _, options = config.launcher_spec()
     started_here = not ray.is_initialized()
     if started_here:
-        local = {} if config.ray_address else {"include_dashboard": False}  # options of a new instance only
-        ray.init(address=config.ray_address, log_to_driver=False, **local)
+        local = {} if options.address else {"include_dashboard": False}  # options of a new instance only
+        ray.init(address=options.address, log_to_driver=False, **local)
     try:
-        task = ray.remote(num_cpus=config.cell_cpus, num_gpus=config.cell_gpus, max_retries=0)(_ray_cell)
+        task = ray.remote(num_cpus=options.cpus, num_gpus=options.gpus, max_retries=0)(_ray_cell)
         pending = unsettled(cells, cells, config.retries)
         refs = {task.remote(cell, cells, config, catalog, data_dir): cell for cell in pending}
-        echo(f"{len(refs)} cells sent to Ray ({config.cell_cpus} CPU, {config.cell_gpus} GPU each)")
+        echo(f"{len(refs)} cells sent to Ray ({options.cpus} CPU, {options.gpus} GPU each)")
         waiting = list(refs)
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
@@ -202,7 +201,7 @@ def _ray_cell(cell: Cell, cells: list[Cell], config: StudyConfig, catalog: dict[
     import ray
 
     os.environ["MTBIO_JOB_ID"] = f"ray-{ray.get_runtime_context().get_task_id()}"
-    return run_cell_job(cell, cells, config, catalog, data_dir, threads=config.cell_cpus)
+    return run_cell_job(cell, cells, config, catalog, data_dir, threads=config.launcher_spec()[1].cpus)
 
 
 # ---- slurm: one job per cell, through submitit ----------------------------------------------------
@@ -210,17 +209,17 @@ def executor_parameters(config: StudyConfig) -> dict[str, Any]:
     """submitit's parameters: the --slurm-config file, then the flags (flags win)."""
     from mtbio.tasks.loading import read_yaml
 
+    options = config.launcher_spec()[1]
     values: dict[str, Any] = {}
-    if config.slurm_config:
-        values = read_yaml(Path(config.slurm_config)) or {}
+    if options.config:
+        values = read_yaml(Path(options.config)) or {}
         if not isinstance(values, dict):
-            raise MtbioError(f"{config.slurm_config}: a mapping of submitit parameters (slurm_partition: gpu, ...)")
+            raise MtbioError(f"{options.config}: a mapping of submitit parameters (slurm_partition: gpu, ...)")
     values.setdefault("timeout_min", DEFAULT_SLURM_MINUTES)
-    values.setdefault("cpus_per_task", config.cell_cpus)
-    if config.cell_gpus:
-        values.setdefault("gpus_per_node", config.cell_gpus)
-    flags = {"slurm_partition": config.slurm_partition, "timeout_min": config.slurm_time,
-             "slurm_account": config.slurm_account}
+    values.setdefault("cpus_per_task", options.cpus)
+    if options.gpus:
+        values.setdefault("gpus_per_node", options.gpus)
+    flags = {"slurm_partition": options.partition, "timeout_min": options.time, "slurm_account": options.account}
     values.update({k: v for k, v in flags.items() if v is not None})
     values.setdefault("name", "mtbio-cell")
     return values
@@ -255,7 +254,7 @@ def submit_to_slurm(cells: list[Cell], config: StudyConfig, catalog: dict[str, T
         return 0
     executor = make_executor(config, sweep_dir / "slurm")
     with executor.batch():
-        jobs = [executor.submit(run_cell_job, cell, cells, config, catalog, data_dir, config.cell_cpus)
+        jobs = [executor.submit(run_cell_job, cell, cells, config, catalog, data_dir, config.launcher_spec()[1].cpus)
                 for cell in todo]
     echo(f"submitted {len(jobs)} cell job(s) ({jobs[0].job_id}{' ...' if len(jobs) > 1 else ''}); "
          f"see their progress with: mtbio sweep status {sweep_dir}")

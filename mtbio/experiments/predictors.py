@@ -2,8 +2,9 @@
 
 A predictor is one function from a `PredictionJob` to affinity.json's content (`build_affinity`
 after a joint run, `build_scores` otherwise), registered in PREDICTORS with its options model
-(`@register_predictor("name", options=Model)`; `job.options`, filled from the run options its
-fields name as their `shorthand`, e.g. --predictor-examples):
+(`@register_predictor("name", options=Model)`; `job.options`, the options of `--predictor`'s mapping, which
+--predictor-examples, --fisher-steps and --affinity-every, --affinity-batch-size, --affinity-split set as shorthands;
+the models are in `predictor_options.py`):
 
 - lookahead, cosine: measured during one joint refinement run per seed (`mtbio.experiments.joint_run`);
   both are kept, the name picks the one its graph shows;
@@ -21,13 +22,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from mtbio.data.loading import read_split, split_sizes
 from mtbio.data.pipeline import load_task_data
 from mtbio.errors import MtbioError
 from mtbio.experiments.common import train_examples_of
 from mtbio.experiments.joint_run import joint_affinity
+from mtbio.experiments.predictor_options import (PREDICTOR_OPTIONS, FisherOptions, JointOptions, PredictorOptions,
+                                                 SampleOptions)
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import seeds_of
 from mtbio.experiments.training_run import head_config_for
@@ -39,22 +41,6 @@ from mtbio.reporting.affinity import build_scores
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import cosine_matrix
 from mtbio.training.task_embeddings import fisher_embedding, text_embedding
-
-
-class PredictorOptions(BaseModel):
-    """A predictor's options (none by default); a field's `shorthand` is the run option that sets it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SampleOptions(PredictorOptions):
-    examples: int = Field(64, ge=1, description="training examples read per task (a deterministic sample)",
-                          json_schema_extra={"shorthand": "predictor_examples"})
-
-
-class FisherOptions(SampleOptions):
-    head_steps: int = Field(50, ge=1, description="optimizer steps of each task's new head before the squared "
-                            "gradients are taken", json_schema_extra={"shorthand": "fisher_steps"})
 
 
 @dataclass(frozen=True)
@@ -73,10 +59,15 @@ PREDICTORS: Registry[Predictor] = Registry("transfer predictor")
 
 def register_predictor(name: str, *, options: type[PredictorOptions] = PredictorOptions
                        ) -> Callable[[Callable[["PredictionJob"], dict[str, Any]]], Callable[["PredictionJob"], dict[str, Any]]]:
-    """Register `run(job) -> affinity.json's content` as predictor `name`, with its options model."""
+    """Register `run(job) -> affinity.json's content` as predictor `name`, with its options model (also in
+    `PREDICTOR_OPTIONS`, where the shipped predictors' stand already)."""
 
     def decorator(run: Callable[[PredictionJob], dict[str, Any]]) -> Callable[[PredictionJob], dict[str, Any]]:
         PREDICTORS.register(name)(Predictor(run, options))
+        if name not in PREDICTOR_OPTIONS:
+            PREDICTOR_OPTIONS.register(name)(options)
+        elif PREDICTOR_OPTIONS.get(name) is not options:
+            raise ValueError(f"transfer predictor '{name}' has the options model {PREDICTOR_OPTIONS.get(name).__name__}")
         return run
 
     return decorator
@@ -94,10 +85,8 @@ class PredictionJob:
 
     @property
     def options(self) -> Any:
-        """The options of `config.predictor`, from the run options its fields name as shorthands."""
-        model = PREDICTORS.get(self.config.predictor).options
-        return model(**{key: getattr(self.config, field.json_schema_extra["shorthand"])  # type: ignore[index]
-                        for key, field in model.model_fields.items()})
+        """The options of `config.predictor`."""
+        return self.config.predictor_spec()[1]
 
 
 def _joint(name: str) -> Callable[[PredictionJob], dict[str, Any]]:
@@ -106,8 +95,8 @@ def _joint(name: str) -> Callable[[PredictionJob], dict[str, Any]]:
     return predict
 
 
-register_predictor("lookahead")(_joint("lookahead"))
-register_predictor("cosine")(_joint("cosine"))
+register_predictor("lookahead", options=JointOptions)(_joint("lookahead"))
+register_predictor("cosine", options=JointOptions)(_joint("cosine"))
 
 
 def _metrics(job: PredictionJob) -> dict[str, str]:
@@ -126,7 +115,7 @@ def size_ratio(job: PredictionJob) -> dict[str, Any]:
         raise MtbioError(f"size_ratio: task {', '.join(empty)} has no training examples")
     scores = {s: {t: math.log(sizes[s] / sizes[t]) for t in sizes if t != s} for s in sizes}
     return build_scores("size_ratio", "log(source training examples / target training examples)", False,
-                        _metrics(job), {job.config.seed: scores}, job.config.alpha,
+                        _metrics(job), {job.config.seed: scores}, job.config.rule_spec()[1].alpha,
                         {"wall_seconds": time.perf_counter() - started}, {"train_examples": sizes})
 
 
@@ -140,7 +129,7 @@ def same_type(job: PredictionJob) -> dict[str, Any]:
     kinds = {t.name: f"{t.type}{' pair' if is_pair_task(t) else ''}" for t in job.tasks}
     scores = {s: {t: float(kinds[s] == kinds[t]) for t in kinds if t != s} for s in kinds}
     return build_scores("same_type", "1 when the two tasks are of the same type (kind; one text or a pair), else 0",
-                        True, _metrics(job), {job.config.seed: scores}, job.config.alpha,
+                        True, _metrics(job), {job.config.seed: scores}, job.config.rule_spec()[1].alpha,
                         {"wall_seconds": time.perf_counter() - started}, {"types": kinds})
 
 
@@ -158,7 +147,7 @@ def text_similarity(job: PredictionJob) -> dict[str, Any]:
         read += len(sample)
     seconds = time.perf_counter() - started
     return build_scores("text_similarity", "cosine of the mean-pooled text embeddings", True, _metrics(job),
-                        {config.seed: cosine_matrix(embeddings)}, config.alpha,
+                        {config.seed: cosine_matrix(embeddings)}, config.rule_spec()[1].alpha,
                         {"measure_forward_examples": read, "measure_seconds": seconds, "wall_seconds": seconds},
                         {"examples": examples})
 
@@ -187,6 +176,6 @@ def fisher(job: PredictionJob) -> dict[str, Any]:
         job.echo(f"fisher: seed {seed} measured")
     seconds = time.perf_counter() - started
     return build_scores("fisher", "cosine of the diagonal Fisher embeddings of the encoder", True, _metrics(job),
-                        scores, config.alpha, {"train_examples": trained, "measure_backward_examples": measured,
+                        scores, config.rule_spec()[1].alpha, {"train_examples": trained, "measure_backward_examples": measured,
                                                "measure_seconds": seconds, "wall_seconds": seconds},
                         {"examples": options.examples, "head_steps": options.head_steps})

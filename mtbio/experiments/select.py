@@ -54,10 +54,10 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
     tasks = [target, *candidates]
     state, echo, data_dir = start_study(config, tasks, echo)
     directory = study("select").sweep_dir(config, target.name)
-    affinity = _prediction(config, tasks, directory / f"prediction-{config.predictor}", echo)
+    affinity = _prediction(config, tasks, directory / f"prediction-{config.predictor_spec()[0]}", echo)
     ranked = ranking(affinity, target.name, [c.name for c in candidates])
     cost = affinity_compute(affinity)
-    echo(f"{config.predictor} ranking for {target.name} (cost {cost['wall_seconds']:.1f} s, "
+    echo(f"{config.predictor_spec()[0]} ranking for {target.name} (cost {cost['wall_seconds']:.1f} s, "
          f"{cost['train_equivalent_examples']:,.0f} training-equivalent examples): "
          + ", ".join(f"{row['task']} {row['score']:+.3g}" for row in ranked))
     top = [row["task"] for row in ranked[:config.top]]
@@ -101,8 +101,9 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
                       for s in seeds] for name, members in sets.items() if members}
     groups = {name: [chain[-1] for chain in chains] for name, chains in runs_of.items()}  # the scored runs
     unique = list(dict.fromkeys(cell for chains in runs_of.values() for chain in chains for cell in chain))
-    grouped = config.model_copy(update={"mixer": "ratio", "main_task": target.name}) \
-        if config.group_training == "ratio" else config
+    mixer, options = config.mixer_spec()
+    ratio = {**(options if mixer == "ratio" else {}), "name": "ratio", "main_task": target.name}
+    grouped = config.model_copy(update={"mixer": ratio}) if config.group_training == "ratio" else config
     if unique and drive_sweep(unique, grouped, catalog.tasks, data_dir, state, directory / "groups", lambda _: {},
                               lambda *_: [], echo) is None:
         return directory, None
@@ -111,10 +112,10 @@ def select(config: StudyConfig, echo: Callable[[str], None] = print) -> tuple[Pa
         runs = {"alone": _scores(alone, target, split),
                 **{name: _scores(groups[name] if name in groups else alone, target, split) for name in sets}}
         outcomes[split] = build_selection(target.name, target.metric, runs, decision_rule(config))
-    result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor,
-              "prediction_dir": f"prediction-{config.predictor}", "prediction_cost": cost, "ranking": ranked,
+    result = {"kind": "select", "target": target.name, "candidates": everyone, "predictor": config.predictor_spec()[0],
+              "prediction_dir": f"prediction-{config.predictor_spec()[0]}", "prediction_cost": cost, "ranking": ranked,
               "top": config.top, "verify": config.verify, "pairs": verified["pairs"] if verified else None,
-              "pairs_family": verified["family"] if verified else None, "correction": config.correction,
+              "pairs_family": verified["family"] if verified else None, "correction": config.rule_spec()[1].correction,
               "selected": selected, "max_steps": config.max_steps, "seeds": seeds,
               "outcome_split": "test" if config.eval_test else "dev",
               "outcome": outcomes["test" if config.eval_test else "dev"], "outcome_dev": outcomes["dev"]}
@@ -177,10 +178,10 @@ def _prediction(config: StudyConfig, tasks: list[TaskDef], directory: Path,
     path = SweepDir(directory).summary_file(AFFINITY)
     if path.is_file():
         saved = json.loads(path.read_text())
-        if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor:
+        if saved.get("tasks") == [t.name for t in tasks] and saved.get("default_predictor") == config.predictor_spec()[0]:
             echo(f"prediction read back from {path}")
             return saved
-    if config.dry_run and config.predictor in JOINT_PREDICTORS:
-        raise MtbioError(f"--dry-run: the {config.predictor} ranking needs its joint runs; run select without "
+    if config.dry_run and config.predictor_spec()[0] in JOINT_PREDICTORS:
+        raise MtbioError(f"--dry-run: the {config.predictor_spec()[0]} ranking needs its joint runs; run select without "
                          "--dry-run, or choose a --predictor without a joint run")
     return predict_relations(config, tasks, directory, echo)

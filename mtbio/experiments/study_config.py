@@ -9,7 +9,11 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from mtbio.training.config import AUTO_MAX_SEEDS, AUTO_SEEDS, RunConfig, option
+from mtbio.experiments.launcher_options import LAUNCHERS, launcher_options
+from mtbio.experiments.predictor_options import PREDICTOR_OPTIONS, predictor_options
+from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
+from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
+                                   _name_and_values, option, shorthand)
 
 
 class StudyConfig(RunConfig):
@@ -17,15 +21,13 @@ class StudyConfig(RunConfig):
 
     dry_run: bool = option(False, "Print the runs still to do, their estimated time and the disk the sweep will "
                            "hold.", group="sweep")
-    alpha: float = option(0.05, "Family-wise significance level of the decision rule.", group="sweep", gt=0, lt=1)
-    min_delta: float | None = option(None, "Smallest |mean Δ| that counts as an effect, in the metric's own units "
-                                     "(default: each metric's registered threshold, one point of a 0–1 score).",
-                                     group="sweep", ge=0)
-    rule: Literal["v1", "v2", "v3"] = option(
-        "v2", "Decision rule: v2 reads improves/hurts/no effect/undecided from the t interval against ±min-delta, "
-        "its level split over adaptive looks and the family; v3 also reads it against 0 (higher/lower with the size "
-        "settled or not, within the threshold, no effect beyond it); v1 is the rule before (p < alpha and |mean| ≥ "
-        "min-delta), kept for comparison.", group="sweep")
+    rule: str | dict[str, Any] = option(
+        "v2", "Decision rule, a version registered in mtbio.reporting.verdicts: v2 reads improves/hurts/no effect/"
+        "undecided from the t interval against ±min-delta, its level split over adaptive looks and the family; v3 also "
+        "reads it against 0 (higher/lower with the size settled or not, within the threshold, no effect beyond it); "
+        "v1 is the rule before (p < alpha and |mean| ≥ min-delta), kept for comparison. Or a YAML mapping of the "
+        "version and its options, {name: v2, alpha: 0.05, min_delta: 0.01, spending: pocock, correction: bh}; "
+        "--alpha, --min-delta, --spending and --correction are shorthands for them.", group="sweep")
     sd: float | None = option(None, "--dry-run: the per-seed sd of Δ (metric units, e.g. 0.01 for one point) to "
                               "state the smallest effect each verdict can reach at --seeds.", group="sweep", gt=0)
     effect: float | None = option(None, "--dry-run with --sd: the true Δ whose seeds needed are stated (default: "
@@ -33,37 +35,20 @@ class StudyConfig(RunConfig):
     primary: str | None = option(None, "One comparison declared primary (as the report names it, e.g. "
                                  "ddi->bc5cdr-chem), judged alone at --alpha; the others form the secondary family.",
                                  group="sweep")
-    spending: Literal["obrien-fleming", "pocock"] = option(
-        "obrien-fleming", "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
-        group="sweep")
-    correction: Literal["holm", "bh", "none"] = option(
-        "holm", "Multiplicity control across one graph's tests: holm (family-wise), bh (Benjamini–Hochberg) or none.",
-        group="sweep")
     max_seeds: int | None = option(None, "Adaptive seeds: start at --seeds (3) and add a seed to the cells of "
                                    "undecided edges (select: of its undecided pairs), round by round, up to N "
                                    "seeds.", group="sweep", ge=2)
-    launcher: Literal["local", "ray", "slurm"] = option(
+    launcher: str | dict[str, Any] = option(
         "local", "Where the sweep's cells run: local (this machine, --parallel at a time), ray (one Ray task per "
-        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting).", group="sweep")
-    parallel: int | Literal["auto"] = option(
-        1, "local: cells at once, one process each, taking the GPUs in turn where there are GPUs, else sharing the "
-        "cores' threads. auto: a process per GPU, else a single-thread process per core (the fastest layout "
-        "measured), at most one per cell left.", group="sweep")
+        "cell) or slurm (one SLURM job per cell, through submitit; returns after submitting); or a YAML mapping of the "
+        "launcher and its options, {name: slurm, partition: gpu, time: 90, account: lab, config: slurm.yaml, cpus: 8, "
+        "gpus: 1} ({name: ray, address: ..., cpus: ..., gpus: ...}); the flags below are shorthands for them.",
+        group="sweep")
     retries: int = option(1, "Attempts after a cell's first failure (each failure is recorded beside the cell).",
                           group="sweep", ge=0)
     keep_weights: Literal["best", "none"] = option(
         "none", "What a finished cell keeps: best (its best-dev encoder and heads) or none (scores, metrics and logs "
         "only). STILT intermediates keep their weights until their targets finish.", group="sweep")
-    cell_cpus: int = option(1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1)
-    cell_gpus: int = option(0, "ray/slurm: GPUs per cell.", group="sweep", ge=0)
-    ray_address: str | None = option(None, "ray: address of a running Ray cluster.", group="sweep",
-                                     shown="a local Ray instance")
-    slurm_config: str | None = option(None, "slurm: YAML file of submitit executor parameters (slurm_partition, "
-                                      "timeout_min, slurm_account, slurm_additional_parameters, ...; cluster: local "
-                                      "runs the jobs on this machine). The flags below win.", group="sweep")
-    slurm_partition: str | None = option(None, "slurm: partition.", group="sweep")
-    slurm_time: int | None = option(None, "slurm: time limit per cell in minutes.", group="sweep", shown="60", ge=1)
-    slurm_account: str | None = option(None, "slurm: account to charge.", group="sweep")
     intermediate: list[str] = option([], "Intermediate tasks.", group="stilt", comma=True, shown="--tasks/--domain")
     target: list[str] = option([], "Target tasks (select: the one target).", group="stilt", comma=True,
                                shown="--tasks/--domain")
@@ -75,20 +60,11 @@ class StudyConfig(RunConfig):
     sizes: list[str] = option([], "transfer: the targets' training sizes, numbers of examples or all "
                               "(a fixed subset; a smaller one lies inside a larger).", group="transfer", comma=True,
                               shown="50,200,1000,all")
-    predictor: str = option("cosine", "The transfer predictor, a registered name (`mtbio components predictors` lists "
-                            "them; lookahead and cosine measure during one joint run, the others need none).",
-                            group="affinity")
-    predictor_examples: int = option(64, "text_similarity and fisher: the training examples per task they read (a "
-                                     "deterministic sample).", group="affinity", ge=1)
-    fisher_steps: int = option(50, "fisher: optimizer steps of each task's new head, the encoder frozen, before the "
-                               "squared gradients are taken.", group="affinity", ge=1)
-    affinity_every: int = option(100, "Measure the task affinities every N optimizer steps (and at the last step "
-                                 "if no measurement fell into the run).", group="affinity", ge=1)
-    affinity_batch_size: int = option(32, "Examples per task in each measurement batch (seeded draws from the "
-                                      "train split, apart from the training batches).", group="affinity", ge=1)
-    affinity_split: Literal["train", "dev"] = option(
-        "train", "Where the lookahead measures the target's loss: a train batch (TAG) or a dev batch (held-out).",
-        group="affinity")
+    predictor: str | dict[str, Any] = option(
+        "cosine", "The transfer predictor, a registered name (`mtbio components predictors` lists them; lookahead and "
+        "cosine measure during one joint run, the others need none), or a YAML mapping of the name and its options, "
+        "{name: fisher, examples: 24, head_steps: 30} ({name: cosine, every: 100, batch_size: 32, split: train}); the "
+        "flags below are shorthands for them.", group="affinity")
     prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
                                "--affinity (and every baseline).", group="prune", shown="off", ge=1)
     affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
@@ -114,17 +90,89 @@ class StudyConfig(RunConfig):
                                  group="select", flag="--matched-steps/--no-matched-steps")
 
 
-    @field_validator("parallel")
+    @field_validator("rule")
     @classmethod
-    def _positive_parallel(cls, value: int | str) -> int | str:
-        if value != "auto" and value < 1:  # type: ignore[operator]
-            raise ValueError("--parallel must be at least 1 (or auto)")
-        return value
+    def _registered_rule(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "decision rule", RULES, rule_options)
+
+    def rule_spec(self) -> tuple[str, RuleOptions]:
+        """The decision rule's version and its options."""
+        name, values = _name_and_values(self.rule, "decision rule")
+        return name, rule_options(name, values)
+
+    @field_validator("predictor")
+    @classmethod
+    def _registered_predictor(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "transfer predictor", PREDICTOR_OPTIONS, predictor_options)
+
+    def predictor_spec(self) -> tuple[str, Any]:
+        """The transfer predictor's name and its options model."""
+        name, values = _name_and_values(self.predictor, "transfer predictor")
+        return name, predictor_options(name, values)
+
+    @field_validator("launcher")
+    @classmethod
+    def _registered_launcher(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
+        return _component(spec, "launcher", LAUNCHERS, launcher_options)
+
+    def launcher_spec(self) -> tuple[str, Any]:
+        """The launcher's name and its options model."""
+        name, values = _name_and_values(self.launcher, "launcher")
+        return name, launcher_options(name, values)
 
     def adaptive_seeds(self) -> None:
         """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
         self.seeds = AUTO_SEEDS
         self.max_seeds = self.max_seeds or AUTO_MAX_SEEDS
+
+
+def _rule_model(name: str) -> type[RuleOptions] | None:
+    return RULES.get(name).options if name in RULES else None
+
+
+OPTIONS_OF["rule"] = _rule_model
+OPTIONS_OF["launcher"] = lambda name: LAUNCHERS.get(name) if name in LAUNCHERS else None
+OPTIONS_OF["predictor"] = lambda name: PREDICTOR_OPTIONS.get(name) if name in PREDICTOR_OPTIONS else None
+StudyConfig.shorthands = {
+    **RUN_SHORTHANDS,
+    "alpha": shorthand("rule", "alpha", float, 0.05, "Family-wise significance level of the decision rule.",
+                       group="sweep", gt=0, lt=1),
+    "min_delta": shorthand("rule", "min_delta", float, None, "Smallest |mean Δ| that counts as an effect, in the "
+                           "metric's own units (default: each metric's registered threshold, one point of a 0–1 "
+                           "score).", group="sweep", ge=0),
+    "spending": shorthand("rule", "spending", Literal["obrien-fleming", "pocock"], "obrien-fleming",
+                          "v2 with adaptive seeds: the alpha-spending function that shares the level over the looks.",
+                          group="sweep"),
+    "correction": shorthand("rule", "correction", Literal["holm", "bh", "none"], "holm",
+                            "Multiplicity control across one graph's tests: holm (family-wise), bh "
+                            "(Benjamini–Hochberg) or none.", group="sweep"),
+    "parallel": shorthand("launcher", "parallel", int | Literal["auto"], 1, "local: cells at once, one process each, "
+                          "taking the GPUs in turn where there are GPUs, else sharing the cores' threads. auto: a "
+                          "process per GPU, else a single-thread process per core (the fastest layout measured), at "
+                          "most one per cell left.", group="sweep"),
+    "cell_cpus": shorthand("launcher", "cpus", int, 1, "ray/slurm: CPU cores per cell.", group="sweep", ge=1),
+    "cell_gpus": shorthand("launcher", "gpus", int, 0, "ray/slurm: GPUs per cell.", group="sweep", ge=0),
+    "ray_address": shorthand("launcher", "address", str, None, "ray: address of a running Ray cluster.",
+                             group="sweep", shown="a local Ray instance"),
+    "slurm_config": shorthand("launcher", "config", str, None, "slurm: YAML file of submitit executor parameters "
+                              "(slurm_partition, timeout_min, slurm_account, slurm_additional_parameters, ...; "
+                              "cluster: local runs the jobs on this machine). The flags below win.", group="sweep"),
+    "slurm_partition": shorthand("launcher", "partition", str, None, "slurm: partition.", group="sweep"),
+    "slurm_time": shorthand("launcher", "time", int, None, "slurm: time limit per cell in minutes.", group="sweep",
+                            shown="60", ge=1),
+    "slurm_account": shorthand("launcher", "account", str, None, "slurm: account to charge.", group="sweep"),
+    "predictor_examples": shorthand("predictor", "examples", int, 64, "text_similarity and fisher: the training "
+                                    "examples per task they read (a deterministic sample).", group="affinity", ge=1),
+    "fisher_steps": shorthand("predictor", "head_steps", int, 50, "fisher: optimizer steps of each task's new head, "
+                              "the encoder frozen, before the squared gradients are taken.", group="affinity", ge=1),
+    "affinity_every": shorthand("predictor", "every", int, 100, "Measure the task affinities every N optimizer steps "
+                                "(and at the last step if no measurement fell into the run).", group="affinity", ge=1),
+    "affinity_batch_size": shorthand("predictor", "batch_size", int, 32, "Examples per task in each measurement batch "
+                                     "(seeded draws from the train split, apart from the training batches).",
+                                     group="affinity", ge=1),
+    "affinity_split": shorthand("predictor", "split", Literal["train", "dev"], "train", "Where the lookahead measures "
+                                "the target's loss: a train batch (TAG) or a dev batch (held-out).", group="affinity"),
+}
 
 
 def run_options_of(config: RunConfig, **update: Any) -> RunConfig:

@@ -325,8 +325,8 @@ def train_cell(cell: Cell, config: StudyConfig, catalog: dict[str, TaskDef], dat
                state: Accelerator) -> None:
     """Train one claimed cell: from the last checkpoint an interrupted owner left (a process killed, a session
     ended), else from scratch (what a failed attempt left is removed first)."""
-    listeners = [AffinityProbe(config.affinity_every, config.affinity_batch_size, cell.seed, config.affinity_split)
-                 ] if cell.kind == "joint" else []
+    probe = config.predictor_spec()[1] if cell.kind == "joint" else None  # a joint predictor's options
+    listeners = [AffinityProbe(probe.every, probe.batch_size, cell.seed, probe.split)] if probe is not None else []
     latest = None if failures(cell.run_dir) else latest_checkpoint(RunDir(cell.run_dir).checkpoints_dir)
     resume = (latest is not None and RunDir(cell.run_dir).config_file.is_file()
               and all(kept.state_key in listener_states(latest) for kept in listeners if kept.state_key))
@@ -519,8 +519,9 @@ def power_plan(cells: list[Cell], config: StudyConfig) -> list[str]:
     if config.sd is None:
         return [f"{m} comparisons at {n} seeds: give --sd (the per-seed sd of Δ, e.g. 0.01 for one point) to see the "
                 "smallest effect each verdict can reach"]
-    min_delta = config.min_delta if config.min_delta is not None else 0.01
-    return power_lines(config.sd, n, m, min_delta, config.alpha, config.effect)
+    rule = config.rule_spec()[1]
+    min_delta = rule.min_delta if rule.min_delta is not None else 0.01
+    return power_lines(config.sd, n, m, min_delta, rule.alpha, config.effect)
 
 
 # ---- --dry-run: the disk the sweep will hold ---------------------------------------------------------
@@ -561,7 +562,9 @@ def disk_line(cells: list[Cell], config: StudyConfig) -> str:
     keeps = 0 if config.keep_weights == "none" else per_encoder
     held = finished + len(pending) * (CELL_FILES_BYTES + keeps) + SUMMARY_BYTES
     # a running cell's best weights and its resume checkpoint (weights and optimizer state)
-    peak = 3 * per_encoder * min(local_layout(config.parallel, len(pending)).processes, len(pending))
+    launcher, options = config.launcher_spec()
+    parallel = options.parallel if launcher == "local" else 1
+    peak = 3 * per_encoder * min(local_layout(parallel, len(pending)).processes, len(pending))
     return (f"estimated disk: ~{format_bytes(held)} when finished with --keep-weights {config.keep_weights} "
             f"({format_bytes(per_encoder)} of encoder per cell that keeps weights)"
             + (f", up to ~{format_bytes(peak)} more while cells train" if peak else ""))

@@ -48,6 +48,7 @@ from mtbio.model.pair_form import MAX_EXAMPLES as PROBE_EXAMPLES
 from mtbio.model.probes import PROBE_POOLING
 from mtbio.model.pair_form import choose_pair_form, pair_form, probe_scores, with_pair_form
 from mtbio.model.persist import load_head, load_model, read_head_config, save_model
+from mtbio.model.poolings import POOLINGS
 from mtbio.model.weightings import build_weighting
 from mtbio.tasks.kinds import task_kind
 from mtbio.tasks.loading import is_dataset_split, require_all_data, require_data, split_paths
@@ -459,8 +460,9 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
              for t in tasks]
     for task in (t for t in tasks if t.kind.pools):
         log.info("%s: its head reads pooling %s", task.name, task.pooling)
-    if config.pooling == "pooler" and getattr(encoder, "pooler", None) is None and any(t.kind.pools for t in tasks):
-        raise MtbioError(f"--pooling pooler: this encoder ({type(encoder).__name__}) has no pooler; pass --pooling "
+    if config.pooling in POOLINGS and POOLINGS.get(config.pooling).needs_pooler \
+            and getattr(encoder, "pooler", None) is None and any(t.kind.pools for t in tasks):
+        raise MtbioError(f"--pooling {config.pooling}: this encoder ({type(encoder).__name__}) has no pooler; pass --pooling "
                          "cls or mean")
     config = without_inapplicable(config, tasks)
     splits = ["train", "dev"] + (["test"] if config.eval_test else [])

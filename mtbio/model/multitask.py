@@ -12,6 +12,7 @@ from mtbio.errors import MtbioError
 from mtbio.model.adapters import NO_ADAPTER, mixed_adapters, use_adapter
 from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
+from mtbio.model.poolings import POOLINGS
 from mtbio.model.weighting import LossWeighting
 from mtbio.model.windows import WINDOW, encode_windows, window_owners
 from mtbio.model.weightings import build_weighting
@@ -104,7 +105,7 @@ class MultiTaskModel(nn.Module):
         return self.encoder(**inputs)
 
     def add_head(self, name: str, head: Head) -> None:
-        if head.config.pooling == "pooler" and getattr(self.encoder, "pooler", None) is None:
-            raise MtbioError(f"task '{name}' sets pooling: pooler, but this encoder "
+        if POOLINGS.get(head.config.pooling).needs_pooler and getattr(self.encoder, "pooler", None) is None:
+            raise MtbioError(f"task '{name}' sets pooling: {head.config.pooling}, but this encoder "
                              f"({type(self.encoder).__name__}) has no pooler; use pooling: cls")
         self.heads[name] = head

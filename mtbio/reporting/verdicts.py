@@ -58,11 +58,12 @@ import functools
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from mtbio.registry import Registry
+from mtbio.registry import Registry, validate_options
 from mtbio.reporting.spending import look_weights
 
 IMPROVES, HURTS, NO_EFFECT = "improves", "hurts", "no effect"
@@ -114,16 +115,36 @@ class Rule:
                 "decision_rule": self.describe()}
 
 
+class RuleOptions(BaseModel):
+    """A rule version's options (`--rule '{name: v2, alpha: 0.01}'`; the flags --alpha, --min-delta, --spending and
+    --correction are shorthands for them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alpha: float = Field(0.05, gt=0, lt=1, description="the family-wise significance level")
+    min_delta: float | None = Field(None, ge=0, description="the smallest |mean Δ| that counts as an effect (None: "
+                                    "each metric's registered threshold)")
+    spending: Literal["obrien-fleming", "pocock"] = Field(
+        "obrien-fleming", description="the alpha-spending function that shares the level over adaptive looks")
+    correction: Literal["holm", "bh", "none"] = Field("holm", description="multiplicity control across a family")
+
+
 @dataclass(frozen=True)
 class RuleVersion:
-    """A registered version of the rule: how it judges a family, and the sentence files quote."""
+    """A registered version of the rule: how it judges a family, the sentence files quote, and its options model."""
 
     judge: Callable[[dict[str, dict[str, Any]], list[str], Rule], None]
     text: str
     counts_withheld: bool = False  # v1 counted withheld comparisons in the family's m (kept to reproduce its files)
+    options: type[RuleOptions] = RuleOptions
 
 
 RULES: Registry[RuleVersion] = Registry("decision rule")
+
+
+def rule_options(name: str, values: Mapping[str, Any]) -> RuleOptions:
+    """Rule version `name`'s options model filled from `values`; ValueError naming what does not fit."""
+    return validate_options(RULES.get(name).options, values, f"rule '{name}'")
 
 
 @dataclass

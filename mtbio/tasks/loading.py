@@ -164,7 +164,7 @@ def load_run_tasks(run_dir: Path | str) -> dict[str, TaskDef]:
 # Each returns (field, message) problems.
 NameCheck = Callable[[TaskDef], list[tuple[str, str]]]
 NAME_CHECKS: list[NameCheck] = []
-CHECKING_MODULES = ("mtbio.data.readers", "mtbio.evaluation.metrics")
+CHECKING_MODULES = ("mtbio.data.readers", "mtbio.evaluation.metrics", "mtbio.model.poolings")
 
 
 def register_name_check(check: NameCheck) -> NameCheck:

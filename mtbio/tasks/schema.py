@@ -88,10 +88,9 @@ class TaskDef(BaseModel):
     entity_markers: Literal["keep", "strip"] = "keep"
     threshold: float = Field(0.5, gt=0, lt=1)
     dropout: float = Field(0.1, ge=0, lt=1)
-    # sentence-level heads: read [CLS] directly (MT-BERT), the encoder's own pooler, as
-    # `AutoModelForSequenceClassification` does (BERT: [CLS] → dense → tanh), or the mean of the tokens
-    # (a sentence-transformers encoder's own pooling)
-    pooling: Literal["cls", "pooler", "mean"] = "cls"
+    # sentence-level heads: a pooling registered in mtbio.model.poolings (checked by name when loaded): [CLS]
+    # directly (MT-BERT), the encoder's own pooler, or the mean of the tokens
+    pooling: str = "cls"
     loss_weight: float = Field(1.0, gt=0)
     credentialed: bool = False
     access: str = ""

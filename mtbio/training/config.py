@@ -4,10 +4,11 @@ saved as `config.yaml` in the run directory; nothing is ever inherited from an o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Callable, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_text
@@ -19,7 +20,7 @@ AUTO_SEEDS, AUTO_MAX_SEEDS = 3, 8  # --seeds auto: the first round's seeds, and 
 
 def option(default: Any = None, help: str = "", *, group: str = "training", flag: str | None = None,
            comma: bool = False, envvar: str | None = None, shown: str | None = None, resumable: bool = False,
-           per_cell: bool = False, **constraints: Any) -> Any:
+           per_cell: bool = False, choices: Callable[[], list[str]] | None = None, **constraints: Any) -> Any:
     """A `RunConfig` field and everything its command-line option needs (the CLI builds options from these).
 
     `group` says which commands take it (training: refine, finetune, pairwise, stilt, affinity; finetune;
@@ -31,13 +32,71 @@ def option(default: Any = None, help: str = "", *, group: str = "training", flag
     training option must equal the checkpoint's (`fixed_on_resume`). `per_cell`: a training option that a
     sweep sets for each of its cells (tasks, seed, output, ...) or that does not change what a cell trains (the
     checkpoint and log cadence); every other training option is part of the sweep's protocol, the options all
-    its cells share (`protocol_options`).
+    its cells share (`protocol_options`). `choices`: the values a string option takes, read when the flag is used (the
+    names of a registry, which a plugin may extend).
     """
     extra = {"group": group, "flag": flag, "comma": comma, "envvar": envvar, "shown": shown, "resumable": resumable,
-             "per_cell": per_cell}
+             "per_cell": per_cell, "choices": choices}
     if isinstance(default, list):
         return Field(default_factory=list, description=help, json_schema_extra=extra, **constraints)
     return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+def shorthand(component: str, key: str, kind: Any, default: Any = None, help: str = "", **settings: Any) -> FieldInfo:
+    """A flag that sets one option of a component instead of a field of its own (`--temperature 3`: the mixer's
+    `temperature: 3`), with `option`'s settings (group, shown, ...); also a flat key of a config file. `default` is the
+    option's own default: a value equal to it leaves the component's mapping as it is."""
+    info = option(default, help, **settings)
+    info.annotation = kind if default is not None else kind | None
+    info.json_schema_extra.update(component=component, key=key)  # type: ignore[union-attr]
+    return info
+
+
+OPTIONS_OF: dict[str, Callable[[str], type[BaseModel] | None]] = {}
+"""Each component field that shorthands set → the options model of a component's name (None: not registered)."""
+
+
+def fold_shorthands(values: dict[str, Any], shorthands: dict[str, FieldInfo],
+                    fields: dict[str, FieldInfo]) -> dict[str, Any]:
+    """`values` with each shorthand key (a flag's, or a flat key of a config file or an older config.yaml) moved
+    into its component's mapping; ValueError when the named component has no such option."""
+    values = dict(values)
+    for flat, info in shorthands.items():
+        if flat not in values:
+            continue
+        try:
+            value = TypeAdapter(Annotated[info.annotation, info]).validate_python(values.pop(flat))
+        except ValidationError as exc:
+            raise ValueError(f"--{flat.replace('_', '-')}: {exc.errors()[0]['msg']}") from None
+        if value == info.get_default(call_default_factory=True):
+            continue
+        extra: dict[str, Any] = info.json_schema_extra  # type: ignore[assignment]
+        component, key = extra["component"], extra["key"]
+        name, options = _name_and_values(values.get(component, fields[component].default), component)
+        model = OPTIONS_OF[component](name)
+        if model is not None and key not in model.model_fields:
+            raise ValueError(f"--{flat.replace('_', '-')} is not an option of --{component} {name}")
+        options[key] = value
+        if model is not None:  # written out whole, as the component's validator writes a mapping
+            try:
+                options = model.model_validate(options).model_dump(mode="json")
+            except ValidationError:
+                pass  # the component's own check names what does not fit
+        values[component] = {"name": name, **options}
+    return values
+
+
+def flag_of(shorthands: dict[str, FieldInfo], component: str, key: str) -> str:
+    """The flag that sets `component`'s option `key`, else the option's name."""
+    flats = [flat for flat, info in shorthands.items()
+             if (info.json_schema_extra or {}).get("component") == component and info.json_schema_extra["key"] == key]  # type: ignore[index]
+    return f"--{flats[0].replace('_', '-')}" if flats else key
+
+
+def _pooling_names() -> list[str]:
+    from mtbio.model.poolings import POOLINGS  # the names only: no torch
+
+    return POOLINGS.names()
 
 
 def _registered(registry: Any, what: str, name: str) -> str:
@@ -70,9 +129,9 @@ RETIRED = {"lora_r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "lor
 
 def upgrade_retired(values: dict[str, Any]) -> dict[str, Any]:
     """Option values written before their components owned them (a config.yaml or sweep protocol of an older run):
-    the `lora_*` keys become the adapter's options where they differ from the defaults, `no_bias_correction` AdamW's;
+    the shorthands' flat keys (`temperature`, ...) go into their components, the `lora_*` keys become the adapter's options where they differ from the defaults, `no_bias_correction` AdamW's;
     each as the mapping a run writes (whole)."""
-    values = dict(values)
+    values = fold_shorthands(values, RUN_SHORTHANDS, RunConfig.model_fields)
     if values.pop("no_bias_correction", False):
         from mtbio.training.optimizers import optimizer_options
 
@@ -94,6 +153,7 @@ class RunConfig(BaseModel):
     config keys (same names, dashes or underscores) and the saved `config.yaml` all come from here."""
 
     model_config = ConfigDict(extra="forbid")
+    shorthands: ClassVar[dict[str, FieldInfo]]  # flags that set a component's option (`RUN_SHORTHANDS`)
 
     tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True,
                               per_cell=True)
@@ -117,10 +177,12 @@ class RunConfig(BaseModel):
 
     epochs: int = option(3, "Passes over the training data.", ge=1, resumable=True)
     max_steps: int | None = option(None, "Optimizer steps in all (wins over --epochs).", ge=1, resumable=True)
-    pooling: Literal["task", "auto", "cls", "mean", "pooler"] = option(
-        "task", "What sentence-level heads read: each task's own `pooling`, or cls / mean / pooler for every task; auto: "
+    pooling: str = option(
+        "task", "What sentence-level heads read: each task's own `pooling`, or a registered pooling (the names "
+        "listed, a plugin's included) for every task; auto: "
         "the encoder's sentence-transformers pooling where it has one (the packaged MiniLM: mean), else the pooling "
-        "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.")
+        "of the head a task starts from, else the task's own. The resolved pooling is in the run's tasks/*.yml.",
+        choices=lambda: ["task", "auto", *_pooling_names()])
     pair_form: Literal["task", "auto", "cross", "bi"] = option(
         "task", "How a classification or regression of two texts is trained: each task's own type; cross, the pair "
         "encoded together; bi, each text encoded on its own and their cosine classified or regressed "
@@ -179,12 +241,8 @@ class RunConfig(BaseModel):
 
     mixer: str | dict[str, Any] = option(
         "proportional", "Mini-batch mixer strategy, a registered name (`mtbio components mixers` lists them), or a "
-        "YAML mapping of the name and its options, "
-        "e.g. {name: annealed, anneal_to: 0.5}; the flags below are shorthands for options.")
-    temperature: float = option(2.0, "Temperature T of the temperature mixer (p ∝ n^(1/T)).", gt=0)
-    temperature_cap: int | None = option(None, "Cap on a task's size in the temperature mixer.", shown="none", ge=1)
-    main_task: str | None = option(None, "Main task of the ratio mixer.")
-    aux_ratio: float = option(1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0)
+        "YAML mapping of the name and its options, e.g. {name: annealed, anneal_to: 0.5}; --temperature, "
+        "--temperature-cap, --main-task and --aux-ratio are shorthands for its options.")
     weighting: str | dict[str, Any] = option(
         "fixed", "Loss weighting, a registered name (`mtbio components weightings` lists them; fixed: each task's "
         "loss_weight; uncertainty: a learned log-variance per task, Kendall et al. 2018), or a YAML mapping of the "
@@ -260,9 +318,17 @@ class RunConfig(BaseModel):
             return values
         from mtbio.training.recipes import choose, recipe_values
 
-        values = upgrade_retired(values)
+        values = fold_shorthands(upgrade_retired(values), cls.shorthands, cls.model_fields)
         name = choose(str(values.get("recipe") or "auto"), values)
-        return {**recipe_values(name), **values, "recipe": name}
+        recipe = fold_shorthands(recipe_values(name), cls.shorthands, cls.model_fields)
+        return {**recipe, **values, "recipe": name}
+
+    @field_validator("pooling")
+    @classmethod
+    def _registered_pooling(cls, name: str) -> str:
+        if name not in ("task", "auto", *_pooling_names()):
+            raise ValueError(f"unknown pooling '{name}' (task, auto, or a registered one: {', '.join(_pooling_names())})")
+        return name
 
     @field_validator("task_examples")
     @classmethod
@@ -306,11 +372,14 @@ class RunConfig(BaseModel):
     @field_validator("mixer")
     @classmethod
     def _registered_mixer(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        name, _ = _name_and_values(spec, "mixer")  # its options: `_mixer_options`, with the flat shorthands
-        from mtbio.data.mixers import MIXERS  # the strategies import torch: not for --help
+        from mtbio.data.mixers import MIXERS, mixer_options  # the strategies import torch: not for --help
 
+        name, values = _name_and_values(spec, "mixer")
         _registered(MIXERS, "mixer strategy", name)
-        return spec
+        for key, field in MIXERS.get(name).options.model_fields.items():
+            if field.is_required() and values.get(key) is None:
+                raise ValueError(f"--mixer {name} needs {flag_of(cls.shorthands, 'mixer', key)} ({field.description})")
+        return _component(spec, "mixer strategy", MIXERS, mixer_options)
 
     @model_validator(mode="after")
     def _auto_seeds(self) -> "RunConfig":
@@ -356,18 +425,6 @@ class RunConfig(BaseModel):
         return name, adapter_options(name, values)
 
     @model_validator(mode="after")
-    def _mixer_options(self) -> "RunConfig":
-        """Check the mixer's options; a mapping is written out whole, with its flat shorthands set to match."""
-        from mtbio.data.mixers import shorthands
-
-        name, options = self.mixer_spec()
-        if isinstance(self.mixer, dict):
-            self.mixer = {"name": name, **options}
-            for flat, key in shorthands(name).items():
-                setattr(self, flat, options[key])
-        return self
-
-    @model_validator(mode="after")
     def _adapter_options(self) -> "RunConfig":
         whole_encoder = [flag for flag, value in (("--freeze-layers", self.freeze_layers),
                                                   ("--reinit-layers", self.reinit_layers),
@@ -379,28 +436,32 @@ class RunConfig(BaseModel):
         return self
 
     def mixer_spec(self) -> tuple[str, dict[str, Any]]:
-        """The mixer's name and its options (checked by its options model): the mapping's, where the
-        flat shorthands (--temperature, --main-task, ...) that differ from their defaults win."""
-        from mtbio.data.mixers import MIXERS, mixer_options, shorthands
+        """The mixer's name and its options (checked by its options model)."""
+        from mtbio.data.mixers import mixer_options
 
-        spec = dict(self.mixer) if isinstance(self.mixer, dict) else {"name": self.mixer}
-        name = spec.pop("name")
-        takes = shorthands(name)
-        for flat in sorted({flat for strategy in MIXERS.names() for flat in shorthands(strategy)}):
-            value = getattr(self, flat)
-            if value == RunConfig.model_fields[flat].default:
-                continue
-            if flat not in takes:
-                raise ValueError(f"--{flat.replace('_', '-')} is not an option of --mixer {name}")
-            spec[takes[flat]] = value
-        fields = MIXERS.get(name).options.model_fields
-        for flat, key in takes.items():
-            if fields[key].is_required() and spec.get(key) is None:
-                raise ValueError(f"--mixer {name} needs --{flat.replace('_', '-')} ({fields[key].description})")
-        return name, mixer_options(name, spec).model_dump()
+        name, values = _name_and_values(self.mixer, "mixer")
+        return name, mixer_options(name, values).model_dump()
 
     def learning_rate(self, default: float) -> float:
         return self.lr if self.lr is not None else default
+
+
+def _mixer_model(name: str) -> type[BaseModel] | None:
+    from mtbio.data.mixers import MIXERS
+
+    return MIXERS.get(name).options if name in MIXERS else None
+
+
+OPTIONS_OF["mixer"] = _mixer_model
+RUN_SHORTHANDS: dict[str, FieldInfo] = {
+    "temperature": shorthand("mixer", "temperature", float, 2.0, "Temperature T of the temperature mixer "
+                             "(p ∝ n^(1/T)).", gt=0),
+    "temperature_cap": shorthand("mixer", "cap", int, None, "Cap on a task's size in the temperature mixer.",
+                                 shown="none", ge=1),
+    "main_task": shorthand("mixer", "main_task", str, None, "Main task of the ratio mixer."),
+    "aux_ratio": shorthand("mixer", "ratio", float, 1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0),
+}
+RunConfig.shorthands = RUN_SHORTHANDS
 
 
 def run_options() -> list[str]:

@@ -10,9 +10,9 @@ The sampler itself (batches, bucketing, seeds, resume, sharding) is `mtbio.data.
 """
 from __future__ import annotations
 
-from mtbio.data.mixer import MIXERS, MixerOptions, MultiTaskBatchSampler, mixer_options, register_mixer, shorthands
+from mtbio.data.mixer import MIXERS, MixerOptions, MultiTaskBatchSampler, mixer_options, register_mixer
 from mtbio.registry import import_modules
 
 import_modules(__name__, __path__)
 
-__all__ = ["MIXERS", "MixerOptions", "MultiTaskBatchSampler", "mixer_options", "register_mixer", "shorthands"]
+__all__ = ["MIXERS", "MixerOptions", "MultiTaskBatchSampler", "mixer_options", "register_mixer"]

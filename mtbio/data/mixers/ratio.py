@@ -9,9 +9,8 @@ from mtbio.data.mixer import _AUX, _TASK, Batch, MixerOptions, MultiTaskBatchSam
 
 
 class RatioOptions(MixerOptions):
-    main_task: str = Field(description="the task the auxiliaries serve", json_schema_extra={"shorthand": "main_task"})
-    ratio: float = Field(1.0, ge=0, description="auxiliary batches per main-task batch",
-                         json_schema_extra={"shorthand": "aux_ratio"})
+    main_task: str = Field(description="the task the auxiliaries serve")
+    ratio: float = Field(1.0, ge=0, description="auxiliary batches per main-task batch")
 
 
 def _epoch_batches(sampler: MultiTaskBatchSampler) -> int:

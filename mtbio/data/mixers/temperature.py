@@ -10,8 +10,8 @@ from mtbio.data.mixer import Batch, MixerOptions, MultiTaskBatchSampler, registe
 
 
 class TemperatureOptions(MixerOptions):
-    temperature: float = Field(2.0, gt=0, description="T in p ∝ n^(1/T)", json_schema_extra={"shorthand": "temperature"})
-    cap: int | None = Field(None, ge=1, description="cap on a task's size", json_schema_extra={"shorthand": "temperature_cap"})
+    temperature: float = Field(2.0, gt=0, description="T in p ∝ n^(1/T)")
+    cap: int | None = Field(None, ge=1, description="cap on a task's size")
 
 
 def temperature_probabilities(sampler: MultiTaskBatchSampler) -> np.ndarray:

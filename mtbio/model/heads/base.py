@@ -14,12 +14,10 @@ from torch import nn
 
 from mtbio.errors import MtbioError
 from mtbio.model.heads.blocks import build_block
+from mtbio.model.poolings import POOLINGS
 from mtbio.model.windows import WINDOW, pool_windows
 from mtbio.tasks.kinds import task_kind
 
-# what a sentence-level head reads: [CLS]'s hidden state, the encoder's pooler, or the mean of its tokens (how
-# sentence-transformers encoders such as the packaged MiniLM were trained to embed a text)
-POOLINGS = ("cls", "pooler", "mean")
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class HeadConfig:
         if unknown:
             raise ValueError(f"unexpected fields {sorted(unknown)}")
         if data.get("pooling", "cls") not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {data['pooling']!r}")
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS.names())}, not {data['pooling']!r}")
         return cls(**data)
 
     @property
@@ -135,33 +133,28 @@ class LinearHead(Head):
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """One vector per row: [CLS]'s hidden state, or the mean over the tokens `mask` keeps (sentence-transformers'
-    mean pooling). Mean pooling sums in float32 and returns the hidden states' dtype."""
-    if pooling == "cls":
-        return hidden[:, 0]
-    weights = mask.to(hidden.device, torch.float32).unsqueeze(-1)
-    return ((hidden.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)).to(hidden.dtype)
+    """One vector per row by a registered pooling that reads no pooler output (cls, mean, ...)."""
+    return POOLINGS.get(pooling).fn(hidden, mask, None)
 
 
 class SentenceHead(LinearHead):
-    """[CLS], the mean of the tokens, or the encoder's pooler output → dropout → linear: the sentence-level heads'
-    shape."""
+    """What its pooling reads ([CLS], the mean of the tokens, the encoder's pooler output, ...) → dropout → linear:
+    the sentence-level heads' shape."""
 
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         if batch is not None and WINDOW in batch:  # rows of windows: each pooled, then combined
             return self.classify(pool_windows(hidden, batch["attention_mask"], self.config.pooling,
                                               int(batch[WINDOW][0]), self.config.sliding_window["aggregate"]))
-        if self.config.pooling == "pooler":
-            if pooled is None:
-                raise MtbioError(f"task '{self.config.task}' sets pooling: pooler, but this encoder has no pooler "
-                                 "output; use pooling: cls or mean")
-            return self.classify(pooled)
-        if self.config.pooling == "mean":
-            if batch is None or "attention_mask" not in batch:
-                raise MtbioError(f"task '{self.config.task}' sets pooling: mean, which needs the batch's attention mask")
-            return self.classify(pool(hidden, batch["attention_mask"], "mean"))
-        return self.classify(hidden[:, 0])
+        pooling = POOLINGS.get(self.config.pooling)
+        if pooling.needs_pooler and pooled is None:
+            raise MtbioError(f"task '{self.config.task}' sets pooling: {pooling.name}, but this encoder has no pooler "
+                             "output; use pooling: cls or mean")
+        mask = batch.get("attention_mask") if batch is not None else None
+        if pooling.needs_mask and mask is None:
+            raise MtbioError(f"task '{self.config.task}' sets pooling: {pooling.name}, which needs the batch's "
+                             "attention mask")
+        return self.classify(pooling.fn(hidden, mask, pooled))
 
 
 def build_head(config: HeadConfig) -> Head:
