@@ -13,8 +13,10 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from click.testing import CliRunner
 
 import mtbio
+from mtbio.cli import main
 from mtbio.data.loading import read_split
 from mtbio.errors import DataFormatError, MtbioError
 from mtbio.tasks.loading import load_task_def
@@ -57,18 +59,15 @@ def test_a_parquet_task_reads_the_same_examples_as_the_raw_files(ddi_parquet: Pa
 
 
 def test_a_parquet_task_trains_end_to_end_and_is_scored(ddi_parquet: Path, tiny_encoder: str, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "mtbio", "finetune", "--task", "ddi-parquet", "--task-defs",
-                           str(ddi_parquet / "defs"), "--data-dir", str(ddi_parquet), "--encoder", tiny_encoder,
-                           "--max-steps", "3", "--batch-size", "16", "--output", str(run)],
-                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert done.returncode == 0, done.stderr[-2000:]
+    run = tmp_path / "run"  # the commands run in this process (click's runner: no Python process importing torch)
+    done = CliRunner().invoke(main, ["finetune", "--task", "ddi-parquet", "--task-defs", str(ddi_parquet / "defs"),
+                                     "--data-dir", str(ddi_parquet), "--encoder", tiny_encoder, "--max-steps", "3",
+                                     "--batch-size", "16", "--output", str(run)])
+    assert done.exit_code == 0, done.output[-2000:]
     results = json.loads((run / "ddi-parquet" / "results.json").read_text())
     assert set(results["dev"]["ddi-parquet"]) >= {"micro_f1"}
-    done = subprocess.run([sys.executable, "-m", "mtbio", "evaluate", str(run / "ddi-parquet"), "--data-dir",
-                           str(ddi_parquet)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0 and "ddi-parquet" in done.stdout, done.stderr[-2000:]
+    done = CliRunner().invoke(main, ["evaluate", str(run / "ddi-parquet"), "--data-dir", str(ddi_parquet)])
+    assert done.exit_code == 0 and "ddi-parquet" in done.stdout, done.output[-2000:]
 
 
 def test_a_saved_dataset_split_a_derived_split_and_tagging_columns(tmp_path: Path) -> None:

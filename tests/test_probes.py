@@ -3,17 +3,17 @@ computed here independently, a case whose answer is known, and the command on re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 from scipy.stats import pearsonr
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from transformers import AutoModel, AutoTokenizer
 
+from mtbio.cli import main
 from mtbio.data.loading import read_split
 from mtbio.experiments.demo import SAMPLE_DIR
 from mtbio.model.probes import cosines, embed, embed_pooled, no_training_scores
@@ -133,10 +133,9 @@ def test_the_token_probe_of_a_tagging_task(tiny: tuple[AutoModel, AutoTokenizer]
 
 def test_the_command_on_real_pairs(data_dir: Path, tiny_encoder: str, tmp_path: Path) -> None:
     out = tmp_path / "baselines.json"
-    done = subprocess.run([sys.executable, "-m", "mtbio", "tasks", "baselines", "--tasks", "mqp", "--data-dir",
-                           str(data_dir), "--encoder", tiny_encoder, "--max-train-examples", "60", "--output",
-                           str(out)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = CliRunner().invoke(main, ["tasks", "baselines", "--tasks", "mqp", "--data-dir", str(data_dir), "--encoder",
+                                     tiny_encoder, "--max-train-examples", "60", "--output", str(out)])
+    assert done.exit_code == 0, done.output[-2000:]
     [row] = json.loads(out.read_text())["rows"]
     assert row["task"] == "mqp" and row["train_examples"] == 60 and row["trivial"] == pytest.approx(0.5, abs=0.05)
     assert all(0.0 <= row[k] <= 1.0 for k in ("cosine-mean", "cosine-cls", "probe"))
@@ -145,10 +144,10 @@ def test_the_command_on_real_pairs(data_dir: Path, tiny_encoder: str, tmp_path: 
 
 def test_the_command_scores_a_fixed_subset_when_asked(data_dir: Path, tiny_encoder: str, tmp_path: Path) -> None:
     out = tmp_path / "baselines.json"
-    done = subprocess.run([sys.executable, "-m", "mtbio", "tasks", "baselines", "--tasks", "mqp", "--data-dir",
-                           str(data_dir), "--encoder", tiny_encoder, "--max-train-examples", "40",
-                           "--max-eval-examples", "30", "--output", str(out)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = CliRunner().invoke(main, ["tasks", "baselines", "--tasks", "mqp", "--data-dir", str(data_dir), "--encoder",
+                                     tiny_encoder, "--max-train-examples", "40", "--max-eval-examples", "30",
+                                     "--output", str(out)])
+    assert done.exit_code == 0, done.output[-2000:]
     table = json.loads(out.read_text())
     assert table["max_eval_examples"] == 30 and table["rows"][0]["scored_examples"] == 30
     assert "a fixed subset of at most 30 examples per task" in done.stdout

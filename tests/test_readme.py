@@ -36,6 +36,7 @@ GROUP_COMMANDS = {"readme": {"data", "refine", "finetune", "export", "evaluate",
                   "reference": {"data", "refine", "finetune", "evaluate", "report", "pairwise", "stilt", "affinity",
                                 "select", "transfer", "predict", "export", "merge", "tasks", "components"}}
 TRAINING = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
+SWEEPS = ("pairwise", "stilt", "affinity", "select", "transfer")  # three seeds unless --seeds: one here
 QUICK = ["--max-steps", "2", "--max-train-examples", "8", "--max-length", "32", "--batch-size", "4",
          "--max-eval-examples", "48"]  # a fixed dev subset: scoring whole dev sets was most of this test's time
 
@@ -104,13 +105,13 @@ def test_readme_examples_run(group: str, tmp_path: Path, tiny_encoder_6_layers: 
             i = words.index("--sizes") + 1  # baselines; tests/test_transfer.py runs "all" and two sizes on tiny data)
             words[i] = words[i].split(",")[0]
         if words[1] in TRAINING:
-            words += QUICK + (["--seeds", "1"] if "--seeds" in words else [])
+            words += QUICK + (["--seeds", "1"] if "--seeds" in words or words[1] in SWEEPS else [])
             if "--from" not in words:
                 words += ["--encoder", tiny_encoder]
         if words[1] == "evaluate" or words[1:3] == ["tasks", "baselines"]:
             words += ["--max-eval-examples", "48"]
-        if words[1:3] == ["tasks", "baselines"]:  # the packaged MiniLM embeds every text: fewer to fit on
-            words += ["--max-train-examples", "40"]
+        if words[1:3] == ["tasks", "baselines"]:  # the tiny encoder, as the training commands: fewer texts to embed
+            words += ["--max-train-examples", "40", "--encoder", tiny_encoder]
         if words[1:3] == ["data", "get"]:  # from a loopback server holding copies of the real data's files
             with serve(data_dir) as server, monkeypatch.context() as patch:
                 patch.setenv("MTBIO_DATA_BASE_URL", server.base_url)

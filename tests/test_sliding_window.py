@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 from transformers import AutoModel, AutoTokenizer
 
+from mtbio.cli import main
 from mtbio.data.example import Example
 from mtbio.data.featurize import featurize
 from mtbio.errors import MtbioError
@@ -156,9 +156,9 @@ def test_a_label_at_the_end_of_a_long_note_is_learned_with_windows_only(tmp_path
         assert dev == probe == 1.0
         note = " ".join(FILLER * 2) + " " + ENDINGS["renal"]
         (tmp_path / "in.txt").write_text(note + "\n")
-        subprocess.run([sys.executable, "-m", "mtbio", "predict", str(run_dir), "--task", "long-notes", "--input",
-                        str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl")], check=True,
-                       capture_output=True)
+        done = CliRunner().invoke(main, ["predict", str(run_dir), "--task", "long-notes", "--input",
+                                         str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl")])
+        assert done.exit_code == 0, done.output[-2000:]
         assert json.loads((tmp_path / "out.jsonl").read_text())["prediction"] == "renal"
         from mtbio.experiments.export import export_task
 
@@ -185,6 +185,7 @@ def test_a_tagging_run_reads_every_word_of_sentences_longer_than_a_window(tmp_pa
     assert results["truncated"]["ner-windows"] == {"train": 0, "dev": 0} and results["packed_tasks"] == []
     words = "Aspirin was given to the patient with fever and then ibuprofen for the headache after surgery".split()
     (tmp_path / "in.txt").write_text(" ".join(words) + "\n")
-    subprocess.run([sys.executable, "-m", "mtbio", "predict", str(run_dir), "--task", "ner-windows", "--input",
-                    str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl")], check=True, capture_output=True)
+    done = CliRunner().invoke(main, ["predict", str(run_dir), "--task", "ner-windows", "--input",
+                                     str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl")])
+    assert done.exit_code == 0, done.output[-2000:]
     assert len(json.loads((tmp_path / "out.jsonl").read_text())["prediction"]) == len(words)

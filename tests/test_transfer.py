@@ -4,15 +4,15 @@ and marks recomputed from the cells' files."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner, Result
+
+from mtbio.cli import main
 
 from mtbio.errors import MtbioError
 from mtbio.experiments.study_config import StudyConfig
@@ -20,9 +20,16 @@ from mtbio.experiments.transfer import size_of, target_sizes, transfer_plan
 from mtbio.reporting.verdicts import t_interval
 
 
+def _mtbio(*args: str) -> Result:
+    """An mtbio command in this process (click's runner: no new Python importing torch for each)."""
+    done = CliRunner().invoke(main, list(args))
+    assert done.exit_code == 0, (args[0], done.output[-3000:], done.exception)
+    return done
+
+
 def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str, *more: str) -> list[str]:
     defs, data = keyword_tasks
-    return [sys.executable, "-m", "mtbio", "transfer", "--refine-on", "kw-all,kw-noise", *more, "--targets", "kw-few",
+    return ["transfer", "--refine-on", "kw-all,kw-noise", *more, "--targets", "kw-few",
             "--sizes", sizes, "--task-defs", defs, "--data-dir", data, "--encoder", encoder, "--output", str(output),
             "--seeds", "3", "--epochs", "1", "--batch-size", "8", "--lr", "5e-3"]
 
@@ -30,9 +37,7 @@ def _cli(keyword_tasks: tuple[str, str], encoder: str, output: Path, sizes: str,
 def test_transfer_trains_each_target_from_both_encoders_and_resumes(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
     out = tmp_path / "t"
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    first = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16"), capture_output=True, text=True, env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
+    first = _mtbio(*_cli(keyword_tasks, micro_encoder, out, "16"))
     assert len(re.findall(r"^\[\d+/\d+\] ", first.stdout, re.M)) == 1 + 3 * 2  # one refine, 3 seeds × 2 starts
     refined = out / "refined" / "kw-all+kw-noise" / "seed-42"
     assert yaml.safe_load((refined / "config.yaml").read_text())["tasks"] == ["kw-all", "kw-noise"]
@@ -41,8 +46,7 @@ def test_transfer_trains_each_target_from_both_encoders_and_resumes(
     settings = yaml.safe_load((start / "config.yaml").read_text())
     assert settings["from_run"] == str(refined) and settings["max_train_examples"] == 16
 
-    second = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16,all"), capture_output=True, text=True, env=env)
-    assert second.returncode == 0, second.stderr[-3000:]
+    second = _mtbio(*_cli(keyword_tasks, micro_encoder, out, "16,all"))
     started = re.findall(r"^\[\d+/\d+\] (.*) → ", second.stdout, re.M)
     assert len(started) == 6 and all("96 examples" in s for s in started)  # only the new size trains
     assert "n=  all (96)" in second.stdout
@@ -67,20 +71,14 @@ def test_transfer_trains_each_target_from_both_encoders_and_resumes(
                                            abs(point["plain"]["mean"] - row["trivial"]) < 0.01)
     variant = tmp_path / "l2sp"  # a refinement variant trained elsewhere, given as a run directory
     defs, data = keyword_tasks
-    refine = subprocess.run([sys.executable, "-m", "mtbio", "refine", "--tasks", "kw-all", "--task-defs", defs,
-                             "--data-dir", data, "--encoder", micro_encoder, "--epochs", "1", "--batch-size", "8",
-                             "--lr", "5e-3", "--l2sp", "40", "--output", str(variant)], capture_output=True, text=True,
-                            env=env)
-    assert refine.returncode == 0, refine.stderr[-2000:]
-    third = subprocess.run(_cli(keyword_tasks, micro_encoder, out, "16,all", "--refine-on", str(variant)),
-                           capture_output=True, text=True, env=env)
-    assert third.returncode == 0, third.stderr[-3000:]
+    _mtbio("refine", "--tasks", "kw-all", "--task-defs", defs, "--data-dir", data, "--encoder", micro_encoder,
+           "--epochs", "1", "--batch-size", "8", "--lr", "5e-3", "--l2sp", "40", "--output", str(variant))
+    third = _mtbio(*_cli(keyword_tasks, micro_encoder, out, "16,all", "--refine-on", str(variant)))
     started = re.findall(r"^\[\d+/\d+\] (.*) → ", third.stdout, re.M)
     assert len(started) == 6 and all(s.startswith("transfer l2sp") for s in started)  # only the new start trains
     table = json.loads((out / "transfer.json").read_text())
     assert set(table["targets"][0]["points"][0]["from"]) == {"kw-all+kw-noise", "l2sp"} and table["family"]["m"] == 4
-    report = subprocess.run([sys.executable, "-m", "mtbio", "report", str(out)], capture_output=True, text=True, env=env)
-    assert report.returncode == 0 and "kw-few (accuracy; trivial" in report.stdout
+    assert "kw-few (accuracy; trivial" in _mtbio("report", str(out)).stdout
 
 
 def test_a_target_must_be_missing_from_some_refinement_set(keyword_tasks: tuple[str, str]) -> None:
