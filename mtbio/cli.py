@@ -518,6 +518,22 @@ def sweep_status(sweep_dir: str, as_json: bool) -> None:
         click.echo(status_table(Path(sweep_dir)))
 
 
+@sweep_group.command("pack")
+@click.argument("study_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--remove", is_flag=True, help="Then delete the directories of the cells it kept that hold no weights "
+              "(reports read them from the file).")
+def sweep_pack(study_dir: str, remove: bool) -> None:
+    """Keep every finished cell below STUDY_DIR (a run directory with results.json) as one line of STUDY_DIR/cells.jsonl:
+    its results, config.yaml, task definitions and curve; `mtbio report` and `--rule` read a cell from there once its
+    directory is gone. A sweep writes the file itself whenever it writes its summary."""
+    from mtbio.run_dir import pack_cells, packed_cells, remove_packed
+
+    path = pack_cells(study_dir)
+    click.echo(f"written: {path} ({len(packed_cells(study_dir))} cells)")
+    if remove:
+        click.echo(f"removed {len(remove_packed(study_dir))} cell directories")
+
+
 @main.command()
 @config_options("affinity", "seeds", "training")
 def affinity(**values: Any) -> None:

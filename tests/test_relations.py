@@ -126,6 +126,10 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     pairwise(config, echo=lambda _: None)  # everything finished: nothing trains, the files are rewritten
     assert calls == []
     written = json.loads((tmp_path / "sweep" / "relations.json").read_text())
+    packed = [json.loads(line) for line in (tmp_path / "sweep" / "cells.jsonl").read_text().splitlines()]
+    assert [c["cell"] for c in packed] == sorted(str(p.parent.relative_to(tmp_path / "sweep"))
+                                                 for p in (tmp_path / "sweep").rglob("results.json"))
+    assert len(packed) == 6 and all(c["results"]["dev"] and "config.yaml" in c["files"] for c in packed)
     (tmp_path / "sweep" / "relations.json").unlink()  # `mtbio report` rebuilds the files from the finished cells
     shown = CliRunner().invoke(main, ["report", str(tmp_path / "sweep")])
     assert shown.exit_code == 0, shown.output

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mtbio.errors import MtbioError
 from mtbio.registry import Registry
-from mtbio.run_dir import StudyLayout, SweepDir
+from mtbio.run_dir import StudyLayout, SweepDir, packed_cells
 
 if TYPE_CHECKING:
     from mtbio.reporting.verdicts import Rule
@@ -167,7 +167,9 @@ def _affinity(paths: list[Path], options: ReportOptions) -> list[str]:
 
 
 def _is_pairwise_sweep(path: Path) -> bool:
-    return SweepDir(path).protocol_file.is_file() and (path / "pairs").is_dir()
+    """A pairwise sweep's directory: its protocol, and its pairs' folder or their lines in its cells.jsonl."""
+    return SweepDir(path).protocol_file.is_file() and (
+        (path / "pairs").is_dir() or any(name.startswith("pairs/") for name in packed_cells(path)))
 
 
 def _graphs_in(path: Path) -> bool:
