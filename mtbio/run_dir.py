@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import copy
 import fcntl
 import hashlib
 import json
@@ -290,7 +291,8 @@ class PackedCell:
     finished: ClassVar[bool] = True
 
     def results(self) -> dict[str, Any]:
-        return self.result
+        """results.json's content (a copy, as `RunDir.results` reads a fresh one)."""
+        return copy.deepcopy(self.result)
 
     def config(self) -> dict[str, Any]:
         """config.yaml's options ({} for a cell that kept none)."""
@@ -300,9 +302,10 @@ class PackedCell:
         return config
 
     def read_text(self, name: str) -> str:
-        """One of the cell's files (`affinity_points.json`), as `RunDir.read_text` reads it from a directory."""
+        """One of the cell's files (`affinity_points.json`), as `RunDir.read_text` reads it from a directory
+        (FileNotFoundError: the cell had no such file)."""
         if name not in self.files:
-            raise MtbioError(f"{self.path}/{name}: not kept in {PACKED_CELLS}")
+            raise FileNotFoundError(f"{self.path / name}: not kept in {PACKED_CELLS}")
         return self.files[name]
 
     def task_texts(self) -> dict[str, str]:
