@@ -164,6 +164,15 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     with pytest.raises(MtbioError, match="other options.*packing"):
         pairwise(config.model_copy(update={"packing": not config.packing}), echo=lambda _: None)
 
+    # the cells folded into cells.jsonl and their folders gone (a committed study): a rerun trains nothing and
+    # writes the same relations
+    packed = CliRunner().invoke(main, ["sweep", "pack", str(tmp_path / "sweep"), "--remove"])
+    assert packed.exit_code == 0 and "removed 8 cell directories" in packed.output, packed.output
+    calls = _counting(monkeypatch)
+    _, again = pairwise(config, echo=lambda _: None)
+    assert calls == [] and not (tmp_path / "sweep" / "pairs").exists()
+    assert again is not None and again["edges"] == relations["edges"]
+
 
 def test_dry_run_lists_every_cell_with_a_default_estimate(
         tmp_path: Path, micro_encoder: str, keyword_tasks: tuple[str, str]) -> None:
