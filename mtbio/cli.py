@@ -659,7 +659,7 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
 
 
 @main.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
 @click.option("--output", type=click.Path(),
@@ -722,7 +722,11 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from pathlib import Path
 
     from mtbio.experiments.reports import ReportOptions, render_report
+    from mtbio.run_dir import packed_below, saved_cell
 
+    for path in map(Path, run_dirs):  # a folder gone is there still when a study's cells.jsonl keeps its runs
+        if not path.exists() and saved_cell(path) is None and not packed_below(path):
+            raise click.BadParameter(f"Directory '{path}' does not exist.", param_hint="'RUN_DIRS...'")
     options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
                             metric_overrides, curves, correction, rule, looks, in_place, primary, power, sd, effect)
     for line in render_report([Path(p) for p in run_dirs], options):

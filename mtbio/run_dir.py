@@ -192,15 +192,20 @@ class RunDir:
     @classmethod
     def find(cls, path: Path | str, weights: bool = False) -> list["RunDir"]:
         """`path` if it is a run, else the runs one or two levels down (`<task>/`, `<task>/seed-<s>/`): finished
-        runs, or with `weights` runs that saved weights."""
+        runs (also those a study's cells.jsonl keeps, their folders gone: read them with `saved_cell`), or with
+        `weights` runs that saved weights."""
         path = Path(path)
 
         def is_run(p: Path) -> bool:
             return RunDir(p).has_weights if weights else RunDir(p).finished
 
-        if is_run(path):
+        if is_run(path) or not weights and saved_cell(path) is not None:
             return [cls(path)]
         found = [cls(p) for depth in ("*", "*/*") for p in sorted(path.glob(depth)) if p.is_dir() and is_run(p)]
+        if not weights:
+            kept = [cls(c.path) for c in packed_below(path)
+                    if not c.path.exists() and len(c.path.relative_to(path).parts) <= 2]
+            found = sorted(found + kept, key=lambda run: (len(run.path.relative_to(path).parts), run.path))
         if not found:
             what = "encoder/" if weights else "results.json"
             raise MtbioError(f"{path}: no {what} here or one or two levels down (not a finished run or folder of runs)")
@@ -422,12 +427,14 @@ def pack_cells(study: Path | str, run_dirs: list[Path] | None = None) -> Path:
 
 
 def remove_packed(study: Path | str) -> list[Path]:
-    """Delete the directories of the cells the study's cells.jsonl keeps, except those holding weights or resume
-    points (not in the file); returns the directories deleted."""
+    """Delete the directories of the cells the study's cells.jsonl keeps, except those holding what the file does not:
+    weights, resume points, or a file it could not keep (a picture: curves.png); returns the directories deleted."""
     removed = []
     for cell in packed_cells(study).values():
         kept_apart = any(cell.path.glob("encoder/*.safetensors")) or any(cell.path.glob("heads/*/*.safetensors")) \
-            or any(cell.path.glob("checkpoints/*"))
+            or any(cell.path.glob("checkpoints/*")) or any(
+                name not in cell.files and name != RunDir.RESULTS and name.split("/")[0] not in _NOT_PACKED
+                for name in (p.relative_to(cell.path).as_posix() for p in cell.path.rglob("*") if p.is_file()))
         if cell.path.is_dir() and RunDir(cell.path).finished and not kept_apart:
             shutil.rmtree(cell.path)
             removed.append(cell.path)
