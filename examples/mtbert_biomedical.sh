@@ -9,7 +9,8 @@
 # Cells (one training run each): single-task/seed-S/TASK, refine/seed-S, mt-fine-tune/seed-S/TASK.
 # One process trains a row's pending cells of one seed (their start-up shared).
 # When a cell finishes, its small files (results.json, config.yaml, metrics.jsonl, tasks/) are copied
-# to RESULTS, which is committed; a cell found there is done, on this machine or a new one. The refined
+# to RESULTS, which is committed (folded into RESULTS/cells.jsonl by `mtbio sweep pack RESULTS --remove`); a
+# cell found there, as a folder or a line of that file, is done, on this machine or a new one. The refined
 # encoder's weights are not kept there: a seed whose fine-tune cells are unfinished retrains its refine
 # cell if its weights are gone. Every setting can be overridden from the environment;
 # tests/test_examples.py runs this script in a tiny mode (tiny encoder, demo data, a few steps).
@@ -35,7 +36,9 @@ common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" "${train_args[@]}" --resume)
 [[ " $SPLITS " == *" test "* ]] && common+=(--eval-test)
 tasks=${TASKS//,/ }                                 # task names, not aliases: each is a cell
 
-done_cell() { [ -f "$RESULTS/$1/results.json" ]; }
+done_cell() {  # CELL: kept in RESULTS, as its folder or as its line of RESULTS/cells.jsonl (`mtbio sweep pack`)
+  [ -f "$RESULTS/$1/results.json" ] || grep -qF "{\"cell\": \"$1\"," "$RESULTS/cells.jsonl" 2>/dev/null
+}
 
 keep() {  # copy a finished cell's small files to RESULTS
   local cell=$1

@@ -18,14 +18,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mtbio.experiments.select import group_cells
 from mtbio.reporting.verdicts import verdict_text
+from mtbio.run_dir import saved_cell, saved_runs
 
 
 def _results(cells_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(cells_dir.glob("seed-*/results.json"))]
+    """The results of the finished `seed-*` cells in `cells_dir` (their directories, or the study's cells.jsonl)."""
+    return [run.results() for run in saved_runs(cells_dir)
+            if run.path.parent == cells_dir and run.path.name.startswith("seed-")]
 
 
 def _wall(cells_dir: Path) -> float:
@@ -60,8 +61,9 @@ def _target_cap(directory: Path, result: dict[str, Any]) -> int | None:
     from mtbio.experiments.common import train_examples_of
     from mtbio.training.config import RunConfig
 
-    alone = directory / "pairwise" / "baselines" / result["target"] / f"seed-{result['seeds'][0]}" / "config.yaml"
-    recorded = yaml.safe_load(alone.read_text())
+    alone = saved_cell(directory / "pairwise" / "baselines" / result["target"] / f"seed-{result['seeds'][0]}")
+    assert alone is not None, f"{directory}: the target's first alone cell is missing"
+    recorded = alone.config()
     return train_examples_of(RunConfig(task_examples=recorded.get("task_examples") or [],
                                        max_train_examples=recorded.get("max_train_examples")), result["target"])
 
@@ -71,9 +73,10 @@ def cost(directory: Path, result: dict[str, Any]) -> dict[str, float]:
     the measured pairs' mean time for the pairs not trained)."""
     pairwise = directory / "pairwise"
     alone = _wall(pairwise / "baselines" / result["target"])
-    pairs = {p.name: _wall(p) for p in sorted((pairwise / "pairs").iterdir()) if p.is_dir()}
-    groups = sum(json.loads(p.read_text())["wall_seconds"] for p in (directory / "groups").rglob("results.json"))
-    trained_here = (directory / result["prediction_dir"] / "seed-42").is_dir()  # else read back: not paid again
+    pairs = {name: _wall(pairwise / "pairs" / name)
+             for name in sorted({run.path.parent.name for run in saved_runs(pairwise / "pairs")})}
+    groups = sum(run.results()["wall_seconds"] for run in saved_runs(directory / "groups"))
+    trained_here = saved_cell(directory / result["prediction_dir"] / "seed-42") is not None  # else read back: not paid
     prediction = result["prediction_cost"]["wall_seconds"] if trained_here else 0.0
     return {"prediction": prediction, "pairs": alone + sum(pairs.values()), "groups": groups,
             "sweep": alone + statistics.mean(pairs.values()) * len(result["candidates"])}
@@ -95,7 +98,7 @@ def section(directory: Path, data_dir: Path | None) -> str:
     steps = {"alone": _steps(directory / "pairwise" / "baselines" / target)}
     for name, members in (("selected", result["selected"]), ("all", result["candidates"])):
         group = group_cells(directory / "groups", target, members, result["seeds"][0], 0.0)[-1].run_dir.parent
-        steps[name] = _steps(group) if members and group.is_dir() else steps["alone"]
+        steps[name] = _steps(group) if members and _results(group) else steps["alone"]
     trivial = f"; trivial score on test {test_trivial(target, data_dir, _target_cap(directory, result)):.3f}" \
         if data_dir else ""
     lines += ["", f"Selected: {selected}{trivial}{dev_baselines(directory, target)}.", "",

@@ -26,14 +26,17 @@ MTBIO=${MTBIO:-mtbio}
 read -r -a train_args <<< "$TRAIN_ARGS"
 common=(--data-dir "$DATA_DIR" --recipe "$RECIPE" --task-examples "$TARGET=$TARGET_EXAMPLES"
         --max-steps "$STEPS" "${train_args[@]}" --resume)
+kept() {  # RUN: finished, as its folder under OUT or its line of OUT/cells.jsonl (`mtbio sweep pack OUT --remove`)
+  [ -f "$OUT/$1/results.json" ] || grep -qF "{\"cell\": \"$1\"," "$OUT/cells.jsonl" 2>/dev/null
+}
 for seed in $SEEDS; do
-  [ -f "$OUT/alone/seed-$seed/$TARGET/results.json" ] || \
+  kept "alone/seed-$seed/$TARGET" || \
     "$MTBIO" finetune --task "$TARGET" --encoder "$ENCODER" --seed "$seed" "${common[@]}" --output "$OUT/alone/seed-$seed"
-  [ -f "$OUT/ratio/seed-$seed/results.json" ] || \
+  kept "ratio/seed-$seed" || \
     "$MTBIO" refine --tasks "$TARGET,$PARTNER" --mixer ratio --main-task "$TARGET" --encoder "$ENCODER" --seed "$seed" \
         "${common[@]}" \
         --output "$OUT/ratio/seed-$seed"
-  if [ ! -f "$OUT/refine-finetune/seed-$seed/$TARGET/results.json" ]; then
+  if ! kept "refine-finetune/seed-$seed/$TARGET"; then
     [ -f "$OUT/pair/seed-$seed/results.json" ] || \
       "$MTBIO" refine --tasks "$TARGET,$PARTNER" --encoder "$ENCODER" --seed "$seed" "${common[@]}" \
           --output "$OUT/pair/seed-$seed"

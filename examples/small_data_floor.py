@@ -25,6 +25,7 @@ from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
 from mtbio.model.floor import best_baseline
 from mtbio.reporting.verdicts import MIN_SEEDS, Rule, compare, correct, harms, verdict_text
+from mtbio.run_dir import PackedCell, RunDir, saved_runs
 
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
@@ -32,24 +33,30 @@ RULE = Rule(version="v1", alpha=ALPHA, min_delta=MIN_DELTA)  # the rule declared
 
 
 def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
-    """{(arm, task, size): {seed: results.json}} of every kept cell."""
+    """{(arm, task, size): {seed: results.json}} of every kept cell (ARM/TASK/n-SIZE/seed-S: its folder, or its line
+    of the study's cells.jsonl)."""
     cells: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
-    for path in sorted(results.glob("*/*/n-*/seed-*/results.json")):
-        seed_dir = path.parent
-        arm, task, size = seed_dir.parent.parent.parent.name, seed_dir.parent.parent.name, seed_dir.parent.name[2:]
-        result = json.loads(path.read_text())
-        result["metric"] = yaml.safe_load((seed_dir / "tasks" / f"{task}.yml").read_text())["metric"]  # as declared
-        _keep_start(result, task, seed_dir)
-        cells.setdefault((arm, task, size), {})[int(seed_dir.name[len("seed-"):])] = result
+    for run in saved_runs(results):
+        parts = run.path.relative_to(results).parts
+        if len(parts) != 4 or not parts[2].startswith("n-") or not parts[3].startswith("seed-"):
+            continue
+        arm, task, size, seed = parts[0], parts[1], parts[2][2:], int(parts[3][len("seed-"):])
+        result = run.results()
+        result["metric"] = yaml.safe_load(run.read_text(f"tasks/{task}.yml"))["metric"]  # as declared
+        _keep_start(result, task, run)
+        cells.setdefault((arm, task, size), {})[seed] = result
     return cells
 
 
-def _keep_start(result: dict[str, Any], task: str, seed_dir: Path) -> None:
+def _keep_start(result: dict[str, Any], task: str, run: RunDir | PackedCell) -> None:
     """The amended recipe's choice: the LP-FT start's dev scores where they are better than the kept weights' (a cell
     run before the amendment has its start's scores in start.json; a later one selected among them already)."""
     start = (result.get("start_scores") or {}).get(task)
-    if start is None and (seed_dir / "start.json").is_file():
-        start = json.loads((seed_dir / "start.json").read_text())["start_scores"].get(task)
+    if start is None:
+        try:
+            start = json.loads(run.read_text("start.json"))["start_scores"].get(task)
+        except FileNotFoundError:
+            pass
     metric, sign = result["metric"], metric_sign(result["metric"])
     result["start"] = start
     if start is not None and sign * start[metric] > sign * result["dev"][task][metric]:

@@ -10,7 +10,8 @@
 #   PLAN_ONLY=1 bash examples/small_data_floor.sh   # the size and task of each point, in the order they run
 #
 # Cells: ARM/TASK/n-SIZE/seed-S. A finished cell's small files (results.json, config.yaml, tasks/) are copied to
-# RESULTS, which is committed; weights are not kept. One process per cell (a killed process loses one cell).
+# RESULTS, which is committed as one file, RESULTS/cells.jsonl (`mtbio sweep pack RESULTS --remove` folds the cell
+# folders into it; a cell kept there is not trained again); weights are not kept. One process per cell (a killed process loses one cell).
 # tests/test_examples.py runs this in a tiny mode (tiny encoder, demo data).
 set -euo pipefail
 
@@ -80,6 +81,7 @@ plan | while read -r size task; do
       for arm in $ARMS; do
         cell="$arm/$task/n-$size/seed-$seed"
         [ -f "$RESULTS/$cell/results.json" ] && continue
+        grep -qF "{\"cell\": \"$cell\"," "$RESULTS/cells.jsonl" 2>/dev/null && continue  # kept in the study's one file
         read -r -a options <<< "$(arm_args "$arm")"
         resume=()
         [ -f "$OUT/$cell/$task/config.yaml" ] && resume=(--resume)  # an interrupted cell continues from its newest checkpoint

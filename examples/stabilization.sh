@@ -8,8 +8,9 @@
 #   TASK=mqp LR=2e-4 EPOCHS=5 bash examples/stabilization.sh          # resumes: finished seeds are kept
 #
 # The run directory is examples/stabilization/<task>-lr<lr>/ itself: finished runs' small files
-# (results.json, config.yaml, metrics.jsonl, tasks/) are committed, weights are ignored by git
-# (examples/.gitignore). The committed study (examples/stabilization.md) ran this script for bioasq,
+# (results.json, config.yaml, metrics.jsonl, tasks/) are committed, folded into examples/stabilization/cells.jsonl
+# (`mtbio sweep pack examples/stabilization --remove`; a run kept there is kept by --resume), weights are ignored by
+# git (examples/.gitignore). The committed study (examples/stabilization.md) ran this script for bioasq,
 # mqp and mediqa-rqe at several learning rates. tests/test_examples.py runs it in a tiny mode.
 set -euo pipefail
 

@@ -585,6 +585,22 @@ def sweep_status(sweep_dir: str, as_json: bool) -> None:
         click.echo(status_table(Path(sweep_dir)))
 
 
+@sweep_group.command("pack")
+@click.argument("study_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--remove", is_flag=True, help="Then delete the directories of the cells it kept that hold no weights "
+              "(reports read them from the file).")
+def sweep_pack(study_dir: str, remove: bool) -> None:
+    """Keep every finished cell below STUDY_DIR (a run directory with results.json) as one line of STUDY_DIR/cells.jsonl:
+    its results, config.yaml, task definitions and curve; `mtbio report` and `--rule` read a cell from there once its
+    directory is gone. A sweep writes the file itself whenever it writes its summary."""
+    from mtbio.run_dir import pack_cells, packed_cells, remove_packed
+
+    path = pack_cells(study_dir)
+    click.echo(f"written: {path} ({len(packed_cells(study_dir))} cells)")
+    if remove:
+        click.echo(f"removed {len(remove_packed(study_dir))} cell directories")
+
+
 @main.command()
 @config_options("affinity", "seeds", "training")
 def affinity(**values: Any) -> None:
@@ -710,7 +726,7 @@ def merge(ctx: click.Context, run_dirs: tuple[str, ...], method: str, output: st
 
 
 @main.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--label", "labels", multiple=True, help="Column name, one per RUN_DIR in order (default: the folder names).")
 @click.option("--output", type=click.Path(),
@@ -773,7 +789,11 @@ def report(run_dirs: tuple[str, ...], split: str, labels: tuple[str, ...], outpu
     from pathlib import Path
 
     from mtbio.experiments.reports import ReportOptions, render_report
+    from mtbio.run_dir import packed_below, saved_cell
 
+    for path in map(Path, run_dirs):  # a folder gone is there still when a study's cells.jsonl keeps its runs
+        if not path.exists() and saved_cell(path) is None and not packed_below(path):
+            raise click.BadParameter(f"Directory '{path}' does not exist.", param_hint="'RUN_DIRS...'")
     options = ReportOptions(split, labels, output, csv_path, trivial, data_dir, compare_to, compare_each,
                             metric_overrides, curves, correction, rule, looks, in_place, primary, power, sd, effect)
     for line in render_report([Path(p) for p in run_dirs], options):

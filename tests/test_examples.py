@@ -57,6 +57,14 @@ def test_stabilization_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     again = _run_script("stabilization.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0, again.stderr[-2000:]
     assert [p.stat().st_mtime_ns for p in results] == stamps and len(results) == 8
+    # the runs folded into the study's one file (cells.jsonl), their folders gone: the rerun keeps them too
+    table = (tmp_path / "runs" / "table-dev.md").read_text()
+    packed = subprocess.run([sys.executable, "-m", "mtbio", "sweep", "pack", str(tmp_path / "runs"), "--remove"],
+                            capture_output=True, text=True)
+    assert packed.returncode == 0 and "removed 8 cell directories" in packed.stdout, packed.stderr[-2000:]
+    again = _run_script("stabilization.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not list((tmp_path / "runs").rglob("results.json")) and (tmp_path / "runs" / "table-dev.md").read_text() == table
 
 
 def _table3_tiny(tmp_path: Path, tiny_encoder: str) -> tuple[dict[str, str], str, str]:

@@ -126,6 +126,10 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     pairwise(config, echo=lambda _: None)  # everything finished: nothing trains, the files are rewritten
     assert calls == []
     written = json.loads((tmp_path / "sweep" / "relations.json").read_text())
+    packed = [json.loads(line) for line in (tmp_path / "sweep" / "cells.jsonl").read_text().splitlines()]
+    assert [c["cell"] for c in packed] == sorted(str(p.parent.relative_to(tmp_path / "sweep"))
+                                                 for p in (tmp_path / "sweep").rglob("results.json"))
+    assert len(packed) == 6 and all(c["results"]["dev"] and "config.yaml" in c["files"] for c in packed)
     (tmp_path / "sweep" / "relations.json").unlink()  # `mtbio report` rebuilds the files from the finished cells
     shown = CliRunner().invoke(main, ["report", str(tmp_path / "sweep")])
     assert shown.exit_code == 0, shown.output
@@ -159,6 +163,15 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(
     pairwise(config, echo=lambda _: None)
     with pytest.raises(MtbioError, match="other options.*packing"):
         pairwise(config.model_copy(update={"packing": not config.packing}), echo=lambda _: None)
+
+    # the cells folded into cells.jsonl and their folders gone (a committed study): a rerun trains nothing and
+    # writes the same relations
+    packed = CliRunner().invoke(main, ["sweep", "pack", str(tmp_path / "sweep"), "--remove"])
+    assert packed.exit_code == 0 and "removed 8 cell directories" in packed.output, packed.output
+    calls = _counting(monkeypatch)
+    _, again = pairwise(config, echo=lambda _: None)
+    assert calls == [] and not (tmp_path / "sweep" / "pairs").exists()
+    assert again is not None and again["edges"] == relations["edges"]
 
 
 def test_dry_run_lists_every_cell_with_a_default_estimate(

@@ -18,12 +18,13 @@ from mtbio.experiments.common import data_dir_for, resolve_tasks
 from mtbio.experiments.training_run import train_tasks
 from mtbio.training.checkpoint import latest_checkpoint
 from mtbio.training.config import FINETUNE_LR, REFINE_LR, RunConfig
-from mtbio.run_dir import RunDir
+from mtbio.run_dir import RunDir, saved_cell
 
 
 def _finished_for_good(run_dir: Path) -> bool:
-    """A finished run that --resume cannot continue: its results are all there is (its weights are gone)."""
-    return RunDir(run_dir).finished and latest_checkpoint(RunDir(run_dir).checkpoints_dir) is None
+    """A finished run that --resume cannot continue: its results are all there is (its weights are gone; or its
+    folder too, the run kept in a study's cells.jsonl)."""
+    return saved_cell(run_dir) is not None and latest_checkpoint(RunDir(run_dir).checkpoints_dir) is None
 
 
 def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
@@ -56,7 +57,7 @@ def finetune(config: RunConfig) -> list[tuple[Path, dict[str, Any]]]:
                      own)]
         for run_dir, run_config in plan:
             if config.resume and _finished_for_good(run_dir):
-                runs.append((run_dir, RunDir(run_dir).results()))
+                runs.append((run_dir, (saved_cell(run_dir) or RunDir(run_dir)).results()))
             else:
                 runs.append((run_dir, train_tasks([task], run_config, run_dir, encoder_source, lr, stage,
                                                   data_dir_for(config), heads)))

@@ -23,7 +23,7 @@ from mtbio.experiments.sweep import (Cell, check_protocol, failed_cells, failure
                                     record_cells, seeds_of)
 from mtbio.fileio import write_json
 from mtbio.reporting.affinity import build_affinity
-from mtbio.run_dir import RunDir, SweepDir
+from mtbio.run_dir import RunDir, SweepDir, saved_cell
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import POINTS_FILE
 from mtbio.training.config import REFINE_LR
@@ -63,6 +63,7 @@ def joint_affinity(config: StudyConfig, tasks: list[TaskDef], data_dir: Path, di
     failed = failed_cells(cells, config.retries)
     if failed:
         raise MtbioError(failure_message(failed))
-    runs = {cell.seed: {"probe": json.loads((cell.run_dir / POINTS_FILE).read_text()),
-                        "results": RunDir(cell.run_dir).results()} for cell in cells}
+    saved = {cell.seed: saved_cell(cell.run_dir) or RunDir(cell.run_dir) for cell in cells}  # dirs or cells.jsonl
+    runs = {seed: {"probe": json.loads(run.read_text(POINTS_FILE)), "results": run.results()}
+            for seed, run in saved.items()}
     return build_affinity({t.name: t.metric for t in tasks}, runs, config.rule_spec()[1].alpha, default)

@@ -22,6 +22,7 @@ from mtbio.experiments.common import data_dir_for
 from mtbio.experiments.sweep import (Cell, check_data, check_protocol, declare_metrics, dry_run_report, failed_cells,
                                      failure_message, processes, record_cells, record_protocol, unsettled,
                                      work_through, write_summary)
+from mtbio.run_dir import pack_cells
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.trainer import StopRequested, make_accelerator
 
@@ -48,8 +49,9 @@ def drive_sweep(cells: list[Cell], config: StudyConfig, catalog: dict[str, TaskD
     if not launch(cells, config, catalog, data_dir, state, sweep_dir, echo):
         return None  # cells are still running elsewhere (SLURM jobs)
     summary = collect([c for c in cells if c.done])
-    if state.is_main_process:
-        for path in write_summary(sweep_dir, lambda: write(sweep_dir, summary)):
+    if state.is_main_process:  # the summary, and the finished cells in one file (cells.jsonl) beside it
+        for path in write_summary(sweep_dir, lambda: [*write(sweep_dir, summary),
+                                                      pack_cells(sweep_dir, [c.run_dir for c in cells])]):
             echo(f"written: {path}")
     failed = failed_cells(cells, config.retries)
     if failed:

@@ -6,13 +6,15 @@ for one seed, in its own sub-directory:
     <sweep>/
         sweep.json                      the options every cell was trained with (checked on rerun)
         cells.json                      every cell any launcher was asked for (read by `mtbio sweep status`)
+        cells.jsonl                     every finished cell, one a line, written with the summary (`pack_cells`)
         baselines/<task>/seed-<s>/      single-task run (shared by pairwise and stilt)
         pairs/<a>+<b>/seed-<s>/         two-task refinement run (pairwise)
         transfer/<i>-to-<t>/seed-<s>/   target t fine-tuned from baselines/<i>/seed-<s>/encoder (stilt)
         .../seed-<s>.lock               the cell's owner while it trains (`cell_locks`)
         .../seed-<s>.failed.json        the cell's failed attempts
 
-A cell is finished when its `results.json` exists (written last by `train_tasks`). Any number of
+A cell is finished when its `results.json` exists (written last by `train_tasks`), or when its folder is gone and
+cells.jsonl keeps it (a committed study). Any number of
 processes may work through one sweep directory: each claims a cell with its lock before touching
 it, so an unfinished cell is continued from its last checkpoint only by the process that took over
 its stale lock (owner gone), and a killed sweep loses at most the steps since its cells' last
@@ -42,7 +44,7 @@ from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.training_run import train_tasks
 from mtbio.fileio import write_json
 from mtbio.reporting.studies import cell_description
-from mtbio.run_dir import RunDir, SweepDir
+from mtbio.run_dir import RunDir, SweepDir, saved_cell
 from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
@@ -78,7 +80,8 @@ class Cell:
 
     @property
     def done(self) -> bool:
-        return RunDir(self.run_dir).finished
+        """Finished: its directory has results.json, or, the directory gone, its study's cells.jsonl keeps it."""
+        return saved_cell(self.run_dir) is not None
 
     def describe(self) -> str:
         """What the cell is (as the study declaring its kind says it), its own training size and its seed."""
@@ -99,9 +102,9 @@ def baseline_cell(sweep_dir: Path, task: str, seed: int, lr: float) -> Cell:
 
 
 def cell_results(cell: Cell) -> dict[str, Any]:
-    """A finished cell's results.json."""
+    """A finished cell's results.json (from its directory, or from its study's cells.jsonl once that is gone)."""
     try:
-        return RunDir(cell.run_dir).results()
+        return (saved_cell(cell.run_dir) or RunDir(cell.run_dir)).results()
     except MtbioError as exc:
         raise MtbioError(f"{exc}; delete the cell directory and rerun") from None
 

@@ -24,7 +24,7 @@ from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, 
 from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
 from mtbio.reporting.relations import PAIRWISE, relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
-from mtbio.run_dir import RunDir, SweepDir, register_study
+from mtbio.run_dir import SweepDir, register_study
 
 AFFINITY = register_study("affinity", "affinity.json")  # predicted transfer between tasks
 
@@ -283,15 +283,15 @@ def _or_minus_inf(value: float) -> float:
 def sweep_compute(pairwise_dir: Path, seeds: list[int]) -> dict[str, Any]:
     """Training examples and wall seconds of a pairwise sweep's cells (baselines and pairs of `seeds`),
     from their results.json; where a cell predates `train_examples` there, steps × batch size."""
-    cells = [run.path for run in SweepDir(pairwise_dir).cell_runs(PAIRWISE.cells)
+    cells = [run for run in SweepDir(pairwise_dir).cell_runs(PAIRWISE.cells)
              if int(run.path.name.split("-", 1)[1]) in seeds]
     examples, seconds, estimated = 0, 0.0, 0
     for cell in cells:
-        results = RunDir(cell).results()
+        results = cell.results()
         if "train_examples" in results:
             examples += int(results["train_examples"])
         else:
-            config = RunDir(cell).config()
+            config = cell.config()
             examples += int(results["steps"]) * int(config.get("batch_size", 32))
             estimated += 1
         seconds += float(results.get("wall_seconds", 0.0))

@@ -55,9 +55,13 @@ class Study:
 
     def rebuilds(self, path: Path) -> bool:
         """Whether the study's summary can be written again from the cells in `path` (its protocol, its last cell
-        folder)."""
-        return self.rebuild is not None and bool(self.layout.cells) and (path / "sweep.json").is_file() \
-            and (path / self.layout.cells[-1]).is_dir()
+        folder, or its lines in the study's cells.jsonl)."""
+        from mtbio.run_dir import packed_cells
+
+        if self.rebuild is None or not self.layout.cells or not (path / "sweep.json").is_file():
+            return False
+        folder = self.layout.cells[-1]
+        return (path / folder).is_dir() or any(name.startswith(f"{folder}/") for name in packed_cells(path))
 
     def sweep_dir(self, config: Any, label: str, folder: str | None = None) -> Path:
         """`--output`, else runs/<folder>/<label> (stable, so a rerun resumes)."""

@@ -30,7 +30,7 @@ from mtbio.evaluation.metrics import metric_scale
 from mtbio.evaluation.trivial import NEAR_TRIVIAL, near_trivial
 from mtbio.fileio import open_for_write
 from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
-from mtbio.run_dir import RunDir
+from mtbio.run_dir import PackedCell, RunDir, saved_cell
 from mtbio.tasks.loading import saved_task_fields
 
 CATEGORY_ORDER = ("ner", "pico", "relation", "similarity", "document", "qa", "nli", "other")
@@ -56,15 +56,20 @@ class TaskScores:
 
 def eval_subset(path: Path) -> int | None:
     """The largest --max-eval-examples of the runs under `path` (None: every run scored whole splits)."""
-    return max((RunDir(r).results().get("max_eval_examples") or 0 for r in (run.path for run in RunDir.find(path))), default=0) or None
+    return max((_saved(r.path).results().get("max_eval_examples") or 0 for r in RunDir.find(path)), default=0) or None
+
+
+def _saved(run_dir: Path) -> RunDir | PackedCell:
+    """A finished run: its directory, or its line of a study's cells.jsonl once the directory is gone."""
+    return saved_cell(run_dir) or RunDir(run_dir)
 
 
 def read_run_scores(run_dir: Path, split: str,
                     metrics: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str, int, float]]:
     """(task, metric, declared metric, category, seed, score) for every task of the run scored on `split`:
     the task's primary (declared) metric, or the one `metrics` names (any metric the run saved)."""
-    results = RunDir(run_dir).results()
-    seed = int(RunDir(run_dir).config().get("seed", results.get("seed", 0)))  # a merged run has no config.yaml
+    results = _saved(run_dir).results()
+    seed = int(_saved(run_dir).config().get("seed", results.get("seed", 0)))  # a merged run has no config.yaml
     rows = []
     for task, scores in (results.get(split) or {}).items():
         definition = saved_task_fields(run_dir, task)
@@ -157,13 +162,12 @@ def trivial_column(paths: Sequence[Path], split: str, data_dir: Path | None,
     task of the runs under `paths`, from the task definitions the runs saved in tasks/."""
     from mtbio.data.loading import read_split
     from mtbio.evaluation.trivial import trivial_score
-    from mtbio.tasks.loading import load_task_def, require_data
+    from mtbio.tasks.loading import load_run_tasks, require_data
 
     definitions: dict[str, Any] = {}
     for path in paths:
         for run_dir in (run.path for run in RunDir.find(path)):
-            for task_file in RunDir(run_dir).task_files():
-                task = load_task_def(task_file)
+            for task in load_run_tasks(run_dir).values():
                 definitions.setdefault(task.name, task)
     out: dict[str, float] = {}
     for name, task in definitions.items():

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from mtbio.errors import MissingDataError, MtbioError, TaskDefinitionError
-from mtbio.run_dir import RunDir
+from mtbio.run_dir import PackedCell, RunDir, saved_cell
 from mtbio.tasks.schema import SPLITS, TaskDef, describe_type_error
 
 # The built-in definitions: inside the installed package (wheels, `pip install .`), else the
@@ -56,10 +56,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file strictly; raise TaskDefinitionError naming the file and line."""
+def read_yaml(path: Path, text: str | None = None) -> Any:
+    """Parse a YAML file strictly (or `text`, the file's content kept elsewhere); raise TaskDefinitionError naming
+    the file and line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8") if text is None else text
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskDefinitionError(path, None, None, f"cannot read: {exc}") from None
     try:
@@ -80,10 +81,11 @@ def _guess_task_name(text: str) -> str | None:
     return None
 
 
-def load_task_def(path: Path | str) -> TaskDef:
-    """Load one task definition; all schema problems are reported at once, one per line."""
+def load_task_def(path: Path | str, text: str | None = None) -> TaskDef:
+    """Load one task definition (`text`: its content, kept in a study's cells.jsonl); all schema problems are
+    reported at once, one per line."""
     path = Path(path)
-    data = read_yaml(path)
+    data = read_yaml(path, text)
     if not isinstance(data, dict):
         raise TaskDefinitionError(path, None, None, "expected a mapping of task fields at the top level")
     name = data.get("name") if isinstance(data.get("name"), str) else None
@@ -147,14 +149,20 @@ def saved_task_fields(run_dir: Path | str, task: str) -> dict[str, Any]:
     """The fields of the definition a run saved for `task` (its tasks/<task>.yml) as written, not validated: reports
     and sweep status read them from runs whose definitions may predate today's schema."""
     path = RunDir(run_dir).tasks_dir / f"{task}.yml"
-    data = read_yaml(path)
+    saved = saved_cell(run_dir)
+    data = read_yaml(path, saved.task_texts().get(task) if isinstance(saved, PackedCell) else None)
     if not isinstance(data, dict):
         raise TaskDefinitionError(path, task, None, "expected a mapping of task fields at the top level")
     return data
 
 
 def load_run_tasks(run_dir: Path | str) -> dict[str, TaskDef]:
-    """The resolved task definitions a run saved (its tasks/), by name."""
+    """The resolved task definitions a run saved (its tasks/, or its line of a study's cells.jsonl), by name."""
+    saved = saved_cell(run_dir)
+    if isinstance(saved, PackedCell):
+        tasks_dir = RunDir(run_dir).tasks_dir
+        return {t.name: t for t in (load_task_def(tasks_dir / f"{name}.yml", text)
+                                    for name, text in saved.task_texts().items())}
     return {t.name: t for t in (load_task_def(p) for p in RunDir(run_dir).task_files())}
 
 
