@@ -88,8 +88,8 @@ RECIPES = {
             words = {t.name: sum(len(e.text.split()) for e in read_split(t, "train", job.data_dir)) for t in job.tasks}
             scores = {s: {t: float(words[s] - words[t]) for t in words if t != s} for s in words}
             return build_scores("more_words", "source's training words minus the target's", False,
-                                {t.name: t.metric for t in job.tasks}, {job.config.seed: scores}, job.config.alpha,
-                                {}, {"words": words})
+                                {t.name: t.metric for t in job.tasks}, {job.config.seed: scores},
+                                job.config.rule_spec()[1].alpha, {}, {"words": words})
     ''',
     "recipe_report": '''
         from mtbio.experiments.reports import register_report
