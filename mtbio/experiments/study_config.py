@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 
 from mtbio.experiments.launcher_options import LAUNCHERS, launcher_options
 from mtbio.experiments.predictor_options import PREDICTOR_OPTIONS, predictor_options
 from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
 from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
                                    _name_and_values, option, shorthand)
+
+# a component field of a study → (what its messages call it, its registry, its options model by name)
+_COMPONENTS = {"rule": ("decision rule", RULES, rule_options),
+               "predictor": ("transfer predictor", PREDICTOR_OPTIONS, predictor_options),
+               "launcher": ("launcher", LAUNCHERS, launcher_options)}
 
 
 class StudyConfig(RunConfig):
@@ -90,35 +95,29 @@ class StudyConfig(RunConfig):
                                  group="select", flag="--matched-steps/--no-matched-steps")
 
 
-    @field_validator("rule")
+    @field_validator("rule", "predictor", "launcher")
     @classmethod
-    def _registered_rule(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        return _component(spec, "decision rule", RULES, rule_options)
+    def _registered_component(cls, spec: str | dict[str, Any], info: ValidationInfo) -> str | dict[str, Any]:
+        what, registry, options_of = _COMPONENTS[info.field_name]
+        return _component(spec, what, registry, options_of)
+
+    def _spec(self, field: str) -> tuple[str, Any]:
+        """A component field's name and its options model."""
+        what, _, options_of = _COMPONENTS[field]
+        name, values = _name_and_values(getattr(self, field), what)
+        return name, options_of(name, values)
 
     def rule_spec(self) -> tuple[str, RuleOptions]:
         """The decision rule's version and its options."""
-        name, values = _name_and_values(self.rule, "decision rule")
-        return name, rule_options(name, values)
-
-    @field_validator("predictor")
-    @classmethod
-    def _registered_predictor(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        return _component(spec, "transfer predictor", PREDICTOR_OPTIONS, predictor_options)
+        return self._spec("rule")
 
     def predictor_spec(self) -> tuple[str, Any]:
         """The transfer predictor's name and its options model."""
-        name, values = _name_and_values(self.predictor, "transfer predictor")
-        return name, predictor_options(name, values)
-
-    @field_validator("launcher")
-    @classmethod
-    def _registered_launcher(cls, spec: str | dict[str, Any]) -> str | dict[str, Any]:
-        return _component(spec, "launcher", LAUNCHERS, launcher_options)
+        return self._spec("predictor")
 
     def launcher_spec(self) -> tuple[str, Any]:
         """The launcher's name and its options model."""
-        name, values = _name_and_values(self.launcher, "launcher")
-        return name, launcher_options(name, values)
+        return self._spec("launcher")
 
     def adaptive_seeds(self) -> None:
         """--seeds auto: the adaptive design, written out as --seeds 3 --max-seeds N (8 unless given)."""
