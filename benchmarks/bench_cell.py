@@ -140,9 +140,12 @@ def main() -> None:
     tasks = args.tasks.split(",")
     name_of = args.output or f"bench_cell-{args.size}"
     target = RESULTS / f"{name_of}.json"
-    done = json.loads(target.read_text())["cells"] if args.resume and target.exists() else {}
+    kept = json.loads(target.read_text()) if args.resume and target.exists() else {"cells": {}, "arms": {}}
+    done = kept["cells"]
+    tasks_all = list(dict.fromkeys([*done, *tasks]))  # --resume keeps the file's other tasks and arms too
+    arms_all = {**kept["arms"], **arms}
     cells: dict[str, dict[str, list[dict[str, Any]]]] = {
-        task: {arm: list(done.get(task, {}).get(arm, [])) for arm in arms} for task in tasks}
+        task: {arm: list(done.get(task, {}).get(arm, [])) for arm in arms_all} for task in tasks_all}
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             for seed in (int(s) for s in args.seeds.split(",")):
@@ -153,8 +156,8 @@ def main() -> None:
                                     Path(tmp) / f"{task}-{arm}-{seed}")
                     cells[task][arm].append(cell)
                     print(task, arm, cell, flush=True)
-                    write_result(name_of, summarize(args, arms, tasks, cells))  # after every cell: a kill loses one
-    result = summarize(args, arms, tasks, cells)
+                    write_result(name_of, summarize(args, arms_all, tasks_all, cells))  # a kill loses one cell
+    result = summarize(args, arms_all, tasks_all, cells)
     write_result(name_of, result)
     print(result["mean_wall_seconds"], result["cost_ratio_vs_first"])
 
