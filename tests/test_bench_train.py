@@ -66,6 +66,7 @@ def test_bench_train_can_give_mtbio_the_trainers_head_and_batches(tiny_encoder: 
     assert not (tmp_path / "bench_train-demo-relation.json").exists()
 
 
+@pytest.mark.long  # the harness is run by the two bench_train tests above; checkpointing's weights by test_exact_batching
 def test_bench_train_fixed_length_task_reports_steady_throughput(tiny_encoder: str, tmp_path: Path) -> None:
     """Steady throughput after the warm-up step; with --activation-checkpointing, mtbio also runs with its layers
     recomputed, which trains the same model (same dev score), and the ratios against kept activations."""

@@ -103,6 +103,7 @@ def test_lean_attention_gives_the_eager_paths_outputs_and_gradients(monkeypatch,
         torch.testing.assert_close(got, expected, **tolerance)
 
 
+@pytest.mark.long  # the benchmark's paths run in-process below (one layer); their outputs and gradients above
 def test_bench_attention_times_the_paths_of_a_whole_encoder_against_a_baseline(tmp_path: Path) -> None:
     """The packaged encoder, eager against lean, with a baseline checkout's lean path (this one's, so the same code
     on both sides) in the alternation; each path's memory from a fresh process."""
