@@ -38,6 +38,7 @@ def test_efficiency_breakdown_and_idle_slots_against_hand_counts(tmp_path: Path)
     assert sweep_cost([waiting]) is None
 
 
+@pytest.mark.long  # the cost arithmetic against hand counts above; the sweep it times is the engine test_relations runs
 def test_bench_sweep_times_a_sweep_and_writes_its_cost(tmp_path: Path, micro_encoder: str,
                                                        keyword_tasks: tuple[str, str]) -> None:
     """With a baseline interpreter (here this one, so the same code), the baseline sweep runs first and both are
