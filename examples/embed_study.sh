@@ -21,7 +21,7 @@ TARGETS=${TARGETS:-ncbi-disease,ade,mqp,hoc}
 SIZES=${SIZES:-100,1000}
 SEEDS=${SEEDS:-3}
 ALPHA=${ALPHA:-0.5}
-REFINE_ARGS=${REFINE_ARGS:---recipe minilm --max-train-examples 2000 --max-eval-examples 500 --evaluations 5 --seed 42}
+REFINE_ARGS=${REFINE_ARGS:---recipe minilm --max-train-examples 500 --max-eval-examples 500 --evaluations 5 --seed 42}
 CELL_ARGS=${CELL_ARGS:---recipe minilm --max-epochs 20 --evaluations 5 --max-eval-examples 500}  # issue 88's cell, the cut: the page
 FOUR=chemprot,ddi,bc5cdr
 BROAD=bc2gm,bc5cdr-chem,bc5cdr-disease,chemprot,chia,ddi,mediqa-rqe
@@ -46,8 +46,10 @@ case "${1:-}" in
           [ -f "$RUNS/broad-wise/results.json" ] || \
             "$MTBIO" merge "$RUNS/broad" --with-start "$ALPHA" --output "$RUNS/broad-wise" < /dev/null ;;
       esac
-      mkdir -p "$OUT/starts/$start"  # the start's small files, committed
+      mkdir -p "$OUT/starts/$start"  # the start's small files, committed, with its encoder's hash: a session that
       cp "$RUNS/$start/results.json" "$RUNS/$start/config.yaml" "$OUT/starts/$start/" 2>/dev/null || true
+      # lost the weights refines again from the same seed, and the hash says whether it got the same encoder
+      (cd "$RUNS/$start" && sha256sum encoder/*.safetensors) > "$OUT/starts/$start/encoder.sha256" 2>/dev/null || true
     done ;;
   cells)
     refine_on=()

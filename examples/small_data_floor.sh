@@ -31,9 +31,11 @@ RESULTS=${RESULTS:-$HERE/small_data_floor}
 TRAIN_ARGS=${TRAIN_ARGS:-}                       # extra options for every cell (the tiny mode's)
 MTBIO=${MTBIO:-mtbio}
 # today: the defaults before the small-data recipe (no step floor, no LP-FT start, each task's own pooling);
-# recipe: the packaged encoder's recipe as shipped now
+# recipe: the packaged encoder's recipe before issue 88 (no cap on the epochs the step floor adds, 10 evaluations);
+# recipe-88: the recipe as shipped now (issue 88: the floor stops at 20 epochs, 5 evaluations)
 TODAY_ARGS=${TODAY_ARGS:---recipe minilm --min-steps 1 --no-lp-ft --thresholds fixed --pair-form task --pooling task}
-RECIPE_ARGS=${RECIPE_ARGS:---recipe minilm}
+RECIPE_ARGS=${RECIPE_ARGS:---recipe minilm --max-epochs 1000 --evaluations 10}
+RECIPE88_ARGS=${RECIPE88_ARGS:---recipe minilm}
 
 read -r -a extra <<< "$TRAIN_ARGS"
 
@@ -63,7 +65,7 @@ if [ -n "${START_CHECK:-}" ]; then
 fi
 
 arm_args() {  # ARM: its options
-  case $1 in today) echo "$TODAY_ARGS" ;; recipe) echo "$RECIPE_ARGS" ;; *) echo "unknown arm $1" >&2; return 2 ;; esac
+  case $1 in today) echo "$TODAY_ARGS" ;; recipe) echo "$RECIPE_ARGS" ;; recipe-88) echo "$RECIPE88_ARGS" ;; *) echo "unknown arm $1" >&2; return 2 ;; esac
 }
 
 plan() {  # SIZE TASK lines: the small sizes of every task, then the large size of LARGE_TASKS
