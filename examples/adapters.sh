@@ -22,7 +22,8 @@
 # (table3 is trained by whichever copy has it in ROWS; refined-lora and merged reuse its weights from OUT).
 # LR_SEED (the first seed by default) is the seed whose dev scores choose the LoRA rate.
 #
-# Weights go to OUT (not committed); the small files of every finished cell to RESULTS (committed).
+# Weights go to OUT (not committed); the small files of every finished cell to RESULTS (committed; folded into
+# RESULTS/cells.jsonl and RESULTS/table3/cells.jsonl by `mtbio sweep pack DIR --remove`: a cell kept there is done).
 # tests/test_examples.py runs this script in a tiny mode.
 set -euo pipefail
 
@@ -53,7 +54,9 @@ for split in $SPLITS; do scores+=(--score "$split"); done
 [[ " $SPLITS " == *" test "* ]] && common+=(--eval-test)
 tasks=${TASKS//,/ }
 
-done_cell() { [ -f "$RESULTS/$1/results.json" ]; }
+done_cell() {  # CELL: kept in RESULTS, as its folder or as its line of RESULTS/cells.jsonl (`mtbio sweep pack`)
+  [ -f "$RESULTS/$1/results.json" ] || grep -qF "{\"cell\": \"$1\"," "$RESULTS/cells.jsonl" 2>/dev/null
+}
 keep() {  # a finished cell's small files, from OUT to RESULTS
   mkdir -p "$RESULTS/$1/tasks"
   cp "$OUT/$1/results.json" "$OUT/$1/config.yaml" "$RESULTS/$1/" 2>/dev/null || cp "$OUT/$1/results.json" "$RESULTS/$1/"
@@ -62,11 +65,20 @@ keep() {  # a finished cell's small files, from OUT to RESULTS
 best_on_dev() {  # best_on_dev TEMPLATE CHOICE...: prints "CHOICE SCORE" for the choice whose runs under
   python - "$@" <<'EOF'   # TEMPLATE ({} = the choice) have the best mean primary dev score over tasks and seeds
 import json, sys, pathlib, yaml
+def kept(folder):  # (results, {task: its saved definition}) of each cell below folder: its own folder, or its
+    folder = pathlib.Path(folder)  # line of a cells.jsonl above (`mtbio sweep pack`), its folder gone
+    for results in sorted(folder.rglob("results.json")):
+        yield json.loads(results.read_text()), {p.stem: p.read_text() for p in (results.parent / "tasks").glob("*.yml")}
+    for study in [folder, *folder.parents][:7]:
+        lines = (study / "cells.jsonl").read_text().splitlines() if (study / "cells.jsonl").is_file() else []
+        for cell in map(json.loads, lines):
+            if (study / cell["cell"]).is_relative_to(folder) and not (study / cell["cell"]).exists():
+                yield cell["results"], {pathlib.Path(n).stem: t for n, t in cell["files"].items() if n.startswith("tasks/")}
 def mean_dev(folder):
     scores = []
-    for results in pathlib.Path(folder).rglob("results.json"):
-        for task, values in json.loads(results.read_text()).get("dev", {}).items():
-            scores.append(values[yaml.safe_load((results.parent / "tasks" / f"{task}.yml").read_text())["metric"]])
+    for results, tasks in kept(folder):
+        for task, values in results.get("dev", {}).items():
+            scores.append(values[yaml.safe_load(tasks[task])["metric"]])
     return sum(scores) / len(scores)
 template, choices = sys.argv[1], sys.argv[2:]
 best = max(choices, key=lambda choice: mean_dev(template.replace("{}", choice)))

@@ -2,8 +2,8 @@
 
     python examples/recipe_summary.py runs/recipe-search > examples/recipe_search.md
 
-Reads each run's metrics.jsonl (the dev evaluation after every epoch) and marks, per task, the
-learning rate and epoch with the best dev score.
+Reads each run's metrics.jsonl (the dev evaluation after every epoch; from its directory, or from its line of
+SEARCH_DIR/cells.jsonl) and marks, per task, the learning rate and epoch with the best dev score.
 """
 from __future__ import annotations
 
@@ -12,12 +12,24 @@ import sys
 from pathlib import Path
 
 
+def _metrics(search_dir: Path) -> dict[Path, str]:
+    """Each run's metrics.jsonl by its run directory (<task>/lr-<lr>/<task>/): from the directory, or from its line of
+    the search's cells.jsonl once the directory is gone (`mtbio sweep pack SEARCH_DIR --remove`)."""
+    found = {path.parent: path.read_text() for path in search_dir.glob("*/lr-*/*/metrics.jsonl")}
+    packed = search_dir / "cells.jsonl"  # one JSON line per cell: {"cell": <its directory>, "files": {...}, ...}
+    for cell in map(json.loads, packed.read_text().splitlines() if packed.is_file() else []):
+        run = search_dir / cell["cell"]
+        if not run.exists() and "metrics.jsonl" in cell["files"] and Path(cell["cell"]).match("*/lr-*/*"):
+            found.setdefault(run, cell["files"]["metrics.jsonl"])
+    return found
+
+
 def dev_curves(search_dir: Path) -> dict[str, dict[str, list[float]]]:
     """task → lr → dev primary score after each epoch."""
     curves: dict[str, dict[str, list[float]]] = {}
-    for metrics in sorted(search_dir.glob("*/lr-*/*/metrics.jsonl")):
-        task, lr = metrics.parent.name, metrics.parent.parent.name.removeprefix("lr-")
-        rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    for run, text in sorted(_metrics(search_dir).items()):
+        task, lr = run.name, run.parent.name.removeprefix("lr-")
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         curves.setdefault(task, {})[lr] = [r["selection"] for r in rows if r.get("split") == "dev"]
     return curves
 

@@ -4,7 +4,8 @@ mean ± sd over seeds, and their paired difference judged by the shared rule (v2
 shown, not tested: the per-task arm is the best of the same evaluations on dev by construction. Beside them, each
 task's trivial score and best no-training baseline on dev (mean over seeds).
 
-Reads committed files only; writes RESULTS/summary.json and prints the page's table.
+Reads committed files only (each seed's folder, or its line of RESULTS/cells.jsonl); writes RESULTS/summary.json
+and prints the page's table.
 
     python examples/select_per_task.py [--results DIR]
 """
@@ -20,20 +21,35 @@ import yaml
 
 from mtbio.fileio import write_json
 from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
+from mtbio.run_dir import PackedCell, RunDir, saved_runs
 
 HERE = Path(__file__).resolve().parent
 RULE = Rule(version="v2", alpha=0.05)  # declared with the study
 
 
+def _kept_files(run: RunDir | PackedCell) -> dict[str, str]:
+    """A seed's tasks/<t>.yml and best/<t>/results.json by their path inside it: from its folder, or from its line
+    of the study's cells.jsonl once the folder is gone (`mtbio sweep pack RESULTS --remove`)."""
+    if isinstance(run, PackedCell):
+        return dict(run.files)
+    return {p.relative_to(run.path).as_posix(): p.read_text() for pattern in ("tasks/*.yml", "best/*/results.json")
+            for p in run.path.glob(pattern)}
+
+
 def read_cells(results: Path) -> dict[int, dict[str, Any]]:
-    """{seed: {"run": results.json, "best": {task: results.json}, "metrics": {task: metric}}} of every kept seed."""
+    """{seed: {"run": results.json, "best": {task: results.json}, "metrics": {task: metric}}} of every kept seed
+    (its folder, or its line of RESULTS/cells.jsonl)."""
     cells = {}
-    for path in sorted(results.glob("seed-*/results.json")):
-        seed_dir = path.parent
-        metrics = {p.stem: yaml.safe_load(p.read_text())["metric"] for p in (seed_dir / "tasks").glob("*.yml")}
-        best = {p.parent.name: json.loads(p.read_text()) for p in (seed_dir / "best").glob("*/results.json")}
-        cells[int(seed_dir.name[len("seed-"):])] = {"run": json.loads(path.read_text()), "best": best,
-                                                     "metrics": metrics}
+    for run in saved_runs(results):
+        seed_dir = run.path
+        if seed_dir.parent != results or not seed_dir.name.startswith("seed-"):
+            continue
+        files = _kept_files(run)
+        metrics = {Path(n).stem: yaml.safe_load(t)["metric"] for n, t in files.items()
+                   if n.startswith("tasks/") and n.endswith(".yml")}
+        best = {n.split("/")[1]: json.loads(t) for n, t in files.items()
+                if n.startswith("best/") and n.endswith("/results.json") and n.count("/") == 2}
+        cells[int(seed_dir.name[len("seed-"):])] = {"run": run.results(), "best": best, "metrics": metrics}
     return cells
 
 

@@ -8,7 +8,8 @@
 #   bash examples/select_per_task.sh      # resumes: a seed whose results are in RESULTS is skipped, an
 #                                         # interrupted seed continues from its newest checkpoint
 #
-# Cells: seed-S/ with the run's results.json, config.yaml, tasks/ and best/<task>/results.json (weights not kept).
+# Cells: seed-S/ with the run's results.json, config.yaml, tasks/ and best/<task>/results.json (weights not kept),
+# folded into RESULTS/cells.jsonl by `mtbio sweep pack RESULTS --remove` (a seed kept there is skipped too).
 # tests/test_examples.py runs this in a tiny mode (tiny encoder, demo data).
 set -euo pipefail
 
@@ -29,6 +30,7 @@ read -r -a extra <<< "$TRAIN_ARGS"
 for seed in $SEEDS; do
   cell="seed-$seed"
   [ -f "$RESULTS/$cell/results.json" ] && continue
+  grep -qF "{\"cell\": \"$cell\"," "$RESULTS/cells.jsonl" 2>/dev/null && continue  # kept in the study's one file
   run="$OUT/$cell"
   resume=()
   [ -f "$run/config.yaml" ] && resume=(--resume)  # an interrupted run continues from its newest checkpoint

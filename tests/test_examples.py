@@ -118,6 +118,21 @@ def test_adapters_script_on_the_table3_cells_in_tiny_mode(tmp_path: Path, tiny_e
         assert row in rows, row
     merged = json.loads((tmp_path / "adapters" / "merged" / "ties" / "seed-2" / "results.json").read_text())
     assert set(merged["dev"]) == {"demo-relation", "demo-ner"} and merged["test"] == {}
+    # both studies' cells folded into their one file each, on a new machine (weights gone): the rerun trains nothing,
+    # chooses the same LoRA rate and merge method from the packed cells and writes the same table
+    for study in (settings["RESULTS"], tmp_path / "adapters"):
+        packed = subprocess.run([sys.executable, "-m", "mtbio", "sweep", "pack", str(study), "--remove"],
+                                capture_output=True, text=True)
+        assert packed.returncode == 0 and "removed 0 " not in packed.stdout, packed.stderr[-2000:]
+    shutil.rmtree(tmp_path / "runs")
+    again = _run_script("adapters.sh", tmp_path, train_args, **{
+        **settings, "SEEDS": "2", "TABLE3": settings["RESULTS"], "RESULTS": str(tmp_path / "adapters"),
+        "LORA_LRS": "1e-3", "MERGE_METHODS": "ties average"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not (tmp_path / "runs").exists() and not list((tmp_path / "adapters").rglob("results.json"))
+    chosen = [line for line in adapters.stdout.splitlines() if "chosen on dev" in line]
+    assert len(chosen) == 2 and [line for line in again.stdout.splitlines() if "chosen on dev" in line] == chosen
+    assert (tmp_path / "adapters" / "table-dev.md").read_text() == rows
 
 
 def test_adapters_script_copies_sharing_a_machine_train_each_cell_once(tmp_path: Path, tiny_encoder: str) -> None:
@@ -149,6 +164,17 @@ def test_recipe_search_script_in_tiny_mode(tmp_path: Path, tiny_encoder: str) ->
     assert [r.split("|")[2].strip() for r in rows] == ["1e-4", "1e-3"]
     assert all(len(r.split("|")) == 6 for r in rows)  # two epochs each
     assert sum(r.count("**") for r in rows) == 2  # one best cell
+    # the runs' small files (as examples/recipe_search keeps them, weights gone) folded into the search's cells.jsonl,
+    # their folders gone: the same table from the file
+    for weights in ("encoder", "heads", "checkpoints"):
+        for folder in (tmp_path / "s").glob(f"*/lr-*/*/{weights}"):
+            shutil.rmtree(folder)
+    packed = subprocess.run([sys.executable, "-m", "mtbio", "sweep", "pack", str(tmp_path / "s"), "--remove"],
+                            capture_output=True, text=True)
+    assert packed.returncode == 0 and "removed 2 cell directories" in packed.stdout, packed.stderr[-2000:]
+    shown = subprocess.run([sys.executable, str(REPO / "examples" / "recipe_summary.py"), str(tmp_path / "s")],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.splitlines() == done.stdout.splitlines()[-len(rows) - 2:]
 
 
 @pytest.mark.long  # its sweep is tested end to end in tests/test_relations.py and tests/test_sweep_*.py
@@ -384,3 +410,13 @@ def test_select_per_task_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enco
         assert row["dev"]["per_task"][0] >= row["dev"]["default"][0] - 1e-12
     again = _run_script("select_per_task.sh", tmp_path, train_args, **settings)
     assert again.returncode == 0 and "refine" not in again.stderr
+    # the seeds folded into RESULTS/cells.jsonl, their folders gone: the same table from the file, a rerun trains nothing
+    packed = subprocess.run([sys.executable, "-m", "mtbio", "sweep", "pack", str(tmp_path / "results"), "--remove"],
+                            capture_output=True, text=True)
+    assert packed.returncode == 0 and "removed 2 cell directories" in packed.stdout, packed.stderr[-2000:]
+    from_file = subprocess.run([sys.executable, str(REPO / "examples" / "select_per_task.py"), "--results",
+                                str(tmp_path / "results")], capture_output=True, text=True)
+    assert from_file.returncode == 0 and from_file.stdout == shown.stdout, from_file.stderr[-2000:]
+    shutil.rmtree(tmp_path / "runs", ignore_errors=True)
+    again = _run_script("select_per_task.sh", tmp_path, train_args, **settings)
+    assert again.returncode == 0 and not (tmp_path / "runs").exists()
