@@ -239,7 +239,7 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
               max_train_examples: int | None, task_defs: list[str], seed: int, pooling: str,
               batching: dict[str, int | bool], hyper: dict[str, Any], adapter: str = "none") -> dict[str, Any]:
     from mtbio.experiments.finetune import finetune
-    from mtbio.training.config import RunConfig
+    from mtbio.training.config import RunConfig, flat_values
     from mtbio.training.option_files import read_config_file
 
     task, extra_defs = with_pooling(task, pooling, out_dir / "task-defs")
@@ -251,7 +251,7 @@ def run_mtbio(task: Any, data_dir: Path, encoder: str, out_dir: Path, precision:
                        **hyper["mtbio"], **batching)
     [(run_dir, results)] = finetune(config)
     head = json.loads((Path(run_dir) / "heads" / task.name / "head_config.json").read_text())
-    saved = read_config_file(Path(run_dir) / "config.yaml")  # what the run really used
+    saved = flat_values(read_config_file(Path(run_dir) / "config.yaml"), RunConfig)  # what the run really used
     return {"dev": results["dev"][task.name], "trivial": results["trivial"][task.name], "pooling": head["pooling"],
             "wall_seconds": results["wall_seconds"],
             "batching": {key: saved[key] for key in BATCHING}, "steps": results["steps"],
@@ -410,7 +410,7 @@ def summarise(task: Any, result: dict[str, Any], peaks: dict[str, float]) -> str
 
 
 def parent(args: argparse.Namespace) -> None:
-    from mtbio.training.config import RunConfig
+    from mtbio.training.config import RunConfig, flat_fields
 
     info = machine()
     precisions = [p for p in args.precisions.split(",")
@@ -436,7 +436,7 @@ def parent(args: argparse.Namespace) -> None:
                 "seeds": list(range(FIRST_SEED, FIRST_SEED + args.seeds)),
                 "encoder": args.encoder or "minilm (packaged)", "max_train_examples": args.max_train_examples,
                 "mtbio_pooling": task.pooling if task.type == "tagging" else args.pooling,
-                "mtbio_batching": {**{k: RunConfig.model_fields[k].default for k in BATCHING}, **batching(args)},
+                "mtbio_batching": {**{k: flat_fields(RunConfig)[k].default for k in BATCHING}, **batching(args)},
                 "machine": info, "matmul_peak_flops_per_second": peaks,
                 "flops_note": "useful model FLOPs (real tokens of the train set) per second over the measured "
                               "matmul peak of the side's precision", "sides": {}}

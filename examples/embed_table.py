@@ -6,13 +6,16 @@ and verdict (the secondary family: every point of every start, corrected togethe
 Then the declared primary comparison: per start, the per-seed mean over the points of (start − plain), every
 start against plain, corrected over the starts alone; withheld until every start has every point on a seed.
 Last, whether a start qualifies as the checkpoint (primary judged higher, no point judged lower, the pair target's
-zero-shot cosine within 2 points of plain's). Scores ×100.
+zero-shot cosine within 2 points of plain's). Scores ×100. Before the sweep has written transfer.json (cells still
+to run), an interim table of the landed cells alone: per point and start, the seeds landed, mean ± sd and the mean
+per-seed Δ against plain, each cell's own no-training baselines beside it; no interval and no verdict.
 
     python examples/embed_table.py [examples/embed_study]
 """
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,9 +133,39 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def interim(sweep: Path) -> str:
+    """The landed cells of an unfinished sweep: per (target, size, start), the seeds, mean ± sd, the mean per-seed Δ
+    against plain (seeds both have) and the mean of the cells' best no-training baseline; no verdicts."""
+    metrics = json.loads((sweep / "declared.json").read_text())["primary_metric"]
+    lines = ["| target | n | start | seeds | dev | Δ vs plain (paired seeds) | no training (best, mean) | trivial |",
+             "|---|---|---|---|---|---|---|---|"]
+    for target, metric in metrics.items():
+        for size in sorted((sweep / "targets" / target).glob("n-*"), key=lambda p: int(p.name[2:])):
+            found: dict[str, dict[str, dict[str, Any]]] = {}
+            for done in sorted(size.glob("*/seed-*/results.json")):
+                found.setdefault(done.parent.parent.name, {})[done.parent.name] = json.loads(done.read_text())
+            plain = {seed: r["dev"][target][metric] for seed, r in found.get("plain", {}).items()}
+            for start in sorted(found, key=lambda s: (s != "plain", s)):
+                runs = found[start]
+                scores = {seed: r["dev"][target][metric] for seed, r in runs.items()}
+                spread = {"mean": statistics.fmean(scores.values()),
+                          "sd": statistics.stdev(scores.values()) if len(scores) > 1 else None}
+                paired = [scores[seed] - plain[seed] for seed in scores if seed in plain]
+                delta = f"{100 * statistics.fmean(paired):+.1f} ({len(paired)})" if paired and start != "plain" else "–"
+                best = [max(v for v in (r.get("baselines") or {}).get(target, {}).values() if v is not None)
+                        for r in runs.values() if any(v is not None for v in (r.get("baselines") or {}).get(target, {}).values())]
+                base = f"{100 * statistics.fmean(best):.1f}" if best else "–"
+                trivial = next(iter(runs.values())).get("trivial", {}).get(target)
+                lines.append(f"| {target} | {size.name[2:]} | {start.removeprefix('from-')} | {len(runs)} | "
+                             f"{mean_sd(spread)} | {delta} | {base} | "
+                             f"{'–' if trivial is None else f'{100 * trivial:.1f}'} |")
+    return "\n".join(["Interim (the sweep has cells to run; no verdicts):", "", *lines])
+
+
 def main() -> None:
     sweep = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "embed_study"
-    print(render(json.loads((sweep / "transfer.json").read_text())))
+    summary = sweep / "transfer.json"
+    print(render(json.loads(summary.read_text())) if summary.is_file() else interim(sweep))
 
 
 if __name__ == "__main__":

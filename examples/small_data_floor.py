@@ -5,7 +5,10 @@ and two families of tests under the shared rule (`mtbio.reporting.verdicts`, Hol
 - floor: the recipe's per-seed scores against the best no-training baseline of the same seed and data (a paired
   test over seeds; the point holds unless the recipe is judged "hurts", i.e. lower by a point or more), on every
   task × size whose best baseline is above its trivial score;
-- recipe − today: the recipe against today's defaults, paired over seeds.
+- recipe − today: the recipe against today's defaults, paired over seeds;
+- issue 88 (rule v2, declared on the page before its cells): on the 8 points that test the floor and issue 88's
+  holdout, the recipe-88 arm against its floor (the best of the trivial score and the baselines) and against the
+  recipe arm.
 
 Reads committed files only; writes RESULTS/summary.json and prints the page's table.
 
@@ -24,12 +27,16 @@ import yaml
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
 from mtbio.model.floor import best_baseline
-from mtbio.reporting.verdicts import MIN_SEEDS, Rule, compare, correct, harms, verdict_text
+from mtbio.reporting.verdicts import MIN_SEEDS, Rule, compare, correct, harms, state_text, verdict_text
 from mtbio.run_dir import PackedCell, RunDir, saved_runs
 
 HERE = Path(__file__).resolve().parent
 ALPHA, MIN_DELTA = 0.05, 0.01
 RULE = Rule(version="v1", alpha=ALPHA, min_delta=MIN_DELTA)  # the rule declared with the study
+RULE88 = Rule(version="v2")  # issue 88's judgement, declared on the page in session 57
+POINTS88 = [("ade", "100"), ("chemprot", "100"), ("chemprot", "1000"), ("chemprot", "2000"), ("ddi", "100"),
+            ("ddi", "1000"), ("ddi", "2000"), ("hoc", "100")]  # the points that tested the floor
+HOLDOUT88 = [(task, size) for size in ("100", "1000") for task in ("jnlpba", "nli4ct", "bioasq")]
 
 
 def read_cells(results: Path) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
@@ -162,7 +169,64 @@ def build(results: Path) -> dict[str, Any]:
     summary = {**RULE.fields(), "rows": rows, "families": families,
                "floor": floor_tests, "recipe_vs_today": recipe_tests, "floor_today": today_tests,
                "floor_holds": holds(floor_tests), "floor_holds_today": holds(today_tests)}
-    return {**summary, "floor_tested": floor_tests_of(summary)}
+    return {**summary, "floor_tested": floor_tests_of(summary), "issue_88": issue_88(cells)}
+
+
+def issue_88(cells: dict[tuple[str, str, str], dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Issue 88's two families over its 14 points: recipe-88 against its floor (per seed, the best of the trivial
+    score and the no-training baselines) and recipe-88 − recipe, paired by seed; and the points whose recipe-88
+    LP-FT start equals or beats the floor on every seed (held by construction)."""
+    vs_floor: dict[str, Any] = {}
+    vs_recipe: dict[str, Any] = {}
+    rows = []
+    for task, size in POINTS88 + HOLDOUT88:
+        new, old = cells.get(("recipe-88", task, size), {}), cells.get(("recipe", task, size), {})
+        if not new:
+            continue
+        metric = result_metric(next(iter(new.values())), task)
+        sign = metric_sign(metric)
+        floors = {}
+        for seed, r in new.items():
+            found = _best_baseline(r, task, metric)
+            candidates = [float(r["trivial"][task])] + ([found[1]] if found else [])
+            floors[seed] = max(candidates, key=lambda v: sign * v)
+        scores = {seed: _score(r, task) for seed, r in new.items()}
+        starts = {seed: _start_score(r) for seed, r in new.items()}
+        name = f"{task} n={size}"
+        vs_floor[name] = compare(scores, floors, metric)
+        if old:
+            vs_recipe[name] = compare(scores, {s: _score(r, task) for s, r in old.items()}, metric)
+        rows.append({"point": name, "holdout": (task, size) in HOLDOUT88, "metric": metric,
+                     "floor": statistics.fmean(floors.values()), "new": scores,
+                     "old": {s: _score(r, task) for s, r in old.items()},
+                     "steps": statistics.fmean(r["steps"] for r in new.values()),
+                     "by_construction": all(v is not None and sign * (v - floors[s]) >= 0 for s, v in starts.items())})
+    return {**RULE88.fields(), "rows": rows, "vs_floor": vs_floor, "vs_recipe": vs_recipe,
+            "families": {"vs_floor": correct(vs_floor, RULE88) if vs_floor else None,
+                         "vs_recipe": correct(vs_recipe, RULE88) if vs_recipe else None}}
+
+
+def table_88(judged: dict[str, Any]) -> str:
+    """Issue 88's table: each point's floor, both arms and the two verdicts."""
+    def mean_sd(scores: dict[int, float]) -> str:
+        if not scores:
+            return "–"
+        values = list(scores.values())
+        sd = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
+        return f"{100 * statistics.fmean(values):.1f}{sd} ({len(values)})"
+
+    lines = ["| point | metric | floor | recipe (seeds) | recipe-88 (seeds, steps) | recipe-88 vs floor | "
+             "recipe-88 − recipe | start holds the floor |", "|---|---|---:|---:|---:|---|---|---|"]
+    for row in judged["rows"]:
+        cells = []
+        for family in ("vs_floor", "vs_recipe"):
+            cell = judged[family].get(row["point"])
+            cells.append("–" if cell is None else f"{100 * cell['delta']:+.1f}, {state_text(cell, 100)}")
+        lines.append(f"| {row['point']}{' (holdout)' if row['holdout'] else ''} | {row['metric']} "
+                     f"| {100 * row['floor']:.1f} | {mean_sd(row['old'])} | {mean_sd(row['new'])[:-1]}, "
+                     f"{row['steps']:.0f} steps) | {cells[0]} | {cells[1]} | "
+                     f"{'yes' if row['by_construction'] else 'no'} |")
+    return "\n".join(lines)
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -214,6 +278,9 @@ def main() -> None:
     summary = build(args.results)
     write_json(args.results / "summary.json", summary)
     print(table(summary))
+    if summary["issue_88"]["rows"]:
+        print("\nIssue 88's judgement (rule v2, Holm over each column's points):\n")
+        print(table_88(summary["issue_88"]))
 
 
 if __name__ == "__main__":

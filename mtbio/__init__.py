@@ -40,13 +40,13 @@ def _config(options: dict[str, Any], study: bool = False) -> Any:
     """A RunConfig (a StudyConfig for a study) from keyword options named as the CLI's flags (underscores), `config=`
     a YAML file; a comma-separated string is accepted where the flag takes a list (`tasks="chemprot,ddi"`)."""
     from mtbio.experiments.study_config import StudyConfig
-    from mtbio.training.config import build_config
+    from mtbio.training.config import build_config, flat_fields
     from mtbio.training.option_files import read_config_file
 
     config_file = options.pop("config", None)
     file_values = read_config_file(config_file) if config_file else {}
     for name, value in list(options.items()):
-        field = StudyConfig.model_fields.get(name)
+        field = flat_fields(StudyConfig).get(name)
         if isinstance(value, str) and field is not None and field.default_factory is list:
             options[name] = [v.strip() for v in value.split(",") if v.strip()]
     return build_config(file_values, {k: v for k, v in options.items() if v is not None}, source="keyword options",

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from mtbio import cli
 from mtbio.errors import MtbioError
 from mtbio.experiments.study_config import StudyConfig
-from mtbio.training.config import RunConfig, build_config
+from mtbio.training.config import RunConfig, build_config, flat_fields
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtbio"
 COMMANDS = ("refine", "finetune", "pairwise", "stilt", "affinity", "select", "transfer")
@@ -24,11 +24,11 @@ def test_every_field_is_a_flag_with_help_and_every_flag_a_field() -> None:
     """Options come from RunConfig and StudyConfig alone: each field, and each shorthand for a component's option, is
     an option of some command, with help; a run (refine, finetune) takes run options only, the study options are the
     studies'."""
-    options = {**StudyConfig.model_fields, **StudyConfig.shorthands}
+    options = {**flat_fields(StudyConfig), **StudyConfig.shorthands}
     flags = set().union(*(_command_fields(c) for c in COMMANDS))
     assert flags == set(options)
     assert all(options[f].description for f in options)
-    assert _command_fields("refine") | _command_fields("finetune") <= set(RunConfig.model_fields) | set(RunConfig.shorthands)
+    assert _command_fields("refine") | _command_fields("finetune") <= set(flat_fields(RunConfig)) | set(RunConfig.shorthands)
     assert {"alpha", "min_delta", "dry_run", "seeds"} <= _command_fields("pairwise")
     assert {"intermediate", "target"} <= _command_fields("stilt") and "from_run" in _command_fields("finetune")
     assert "from_run" not in _command_fields("refine") and "seeds" not in _command_fields("refine")
@@ -51,15 +51,37 @@ def test_help_shows_every_default() -> None:
 
 def test_every_config_field_is_read_outside_its_definition() -> None:
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "config.py")
-    unused = [f for f in RunConfig.model_fields if not re.search(rf"\.{f}\b|\"{f}\"|'{f}'|\b{f}=", code)]
+    unused = [f for f in flat_fields(RunConfig) if not re.search(rf"\.{f}\b|\"{f}\"|'{f}'|\b{f}=", code)]
     assert unused == []
 
 
 def test_options_live_in_their_components() -> None:
-    """The component options (mixer, ...) are not run options of their own: the config holds few fields."""
+    """The component options (mixer, ...) are not run options of their own and the others sit in sections: the
+    config holds few fields."""
     run_fields = len(RunConfig.model_fields)
     study_fields = len(set(StudyConfig.model_fields) - set(RunConfig.model_fields))
-    assert (run_fields, study_fields) == (58, 23)
+    assert (run_fields, study_fields) == (40, 17)
+
+
+def test_a_section_option_given_wins_over_the_recipe_and_the_recipe_keeps_the_rest(tmp_path: Path) -> None:
+    """--max-epochs is the steps section's option: given, it wins over the recipe's, whose --min-steps stays; a flat
+    key and the section's mapping mean the same in a config file; config.yaml writes the mapping, and an older
+    config.yaml with flat keys reads as the same config."""
+    from mtbio.training.config import flat_values, save_config, upgrade_retired
+    import yaml
+
+    config = build_config({}, {"recipe": "minilm", "max_epochs": 1000})
+    assert (config.min_steps, config.max_epochs, config.evaluations) == (200, 1000, 5)
+    assert config.steps.max_epochs == 1000 and build_config({"steps": {"max_epochs": 1000}}, {"recipe": "minilm"}) == config
+    save_config(config, tmp_path / "config.yaml")
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert saved["steps"] == {"min_steps": 200, "max_epochs": 1000} and "max_epochs" not in saved
+    old = flat_values(saved, RunConfig)  # the flat keys a config.yaml had before the sections
+    assert RunConfig.model_validate(upgrade_retired(old)) == config
+    with pytest.raises(MtbioError, match="'bucket_window': Input should be greater than or equal to 1"):
+        build_config({}, {"bucket_window": 0})
+    copied = config.model_copy(update={"max_epochs": 3, "packing": False})  # a flat name lands in its section
+    assert (copied.steps.max_epochs, copied.min_steps, copied.speed.packing, config.max_epochs) == (3, 200, False, 1000)
 
 
 def test_a_shorthand_sets_its_components_option_where_flags_and_files_give_it() -> None:

@@ -339,7 +339,7 @@ def test_small_data_floor_script_and_table_in_tiny_mode(tmp_path: Path, tiny_enc
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert json.loads((old / "start.json").read_text())["start_scores"] == kept["start_scores"] != {}
     today = yaml.safe_load((tmp_path / "results" / "today" / "demo-nli" / "n-24" / "seed-1" / "config.yaml").read_text())
-    assert today["lp_ft"] is False and today["min_steps"] == 1 and today["pooling"] == "task"
+    assert today["lp_ft"] is False and today["steps"]["min_steps"] == 1 and today["pooling"] == "task"
     assert not list((tmp_path / "runs").rglob("*.safetensors"))  # weights are not kept
     shown = subprocess.run([sys.executable, str(REPO / "examples" / "small_data_floor.py"), "--results",
                             str(tmp_path / "results")], capture_output=True, text=True)

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from mtbio.cli import main
-from mtbio.training.config import RunConfig, run_options
+from mtbio.training.config import RunConfig, flat_fields, run_options
 
 
 def _run_dir(root: Path) -> Path:
@@ -73,7 +73,7 @@ def test_tracker_hyperparameters_are_the_runs_own_options() -> None:
     options = set(run_options())
     assert {"lr", "epochs", "batch_size", "recipe", "max_eval_examples"} <= options
     assert not options & {"seeds", "max_seeds", "launcher", "parallel", "alpha", "prune", "affinity_every", "top"}
-    assert options <= set(RunConfig.model_fields)
+    assert options <= set(flat_fields(RunConfig))
 
 
 def test_each_truncation_count_is_logged_once(tmp_path: Path, tiny_encoder: str, data_dir: Path, caplog) -> None:
@@ -182,9 +182,14 @@ def test_the_floor_pages_table_and_count_are_the_committed_cells() -> None:
     assert floor["table"](floor["build"](cells)).strip() in page
     plan = subprocess.run(["bash", str(repo / "examples" / "small_data_floor.sh")], env={**os.environ, "PLAN_ONLY": "1"},
                           capture_output=True, text=True, check=True).stdout.splitlines()
-    planned = len(plan) * 3 * 2  # three seeds, two arms
-    count = f"{sum(len(seeds) for seeds in floor['read_cells'](cells).values())} of {planned} cells"
+    planned = len(plan) * 3 * 2  # three seeds, the two arms of issue 63
+    found = floor["read_cells"](cells)
+    count = f"{sum(len(seeds) for (arm, *_), seeds in found.items() if arm in ('recipe', 'today'))} of {planned} cells"
     assert f"## Status ({count}" in page and count in (repo / "README.md").read_text()
+    points = floor["POINTS88"] + floor["HOLDOUT88"]  # issue 88's arm: its own count and table
+    landed = sum(len(seeds) for (arm, *_), seeds in found.items() if arm == "recipe-88")
+    assert f"({landed} of {3 * len(points)} recipe-88 cells" in page
+    assert floor["table_88"](floor["issue_88"](found)).strip() in page
 
 
 def test_a_baseline_equal_to_the_trivial_score_is_no_floor_point(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import torch
 from mtbio.errors import MtbioError
 from mtbio.experiments.study_config import StudyConfig
 from mtbio.experiments.sweep import check_protocol, protocol, record_protocol
-from mtbio.training.config import RunConfig, protocol_options, run_options, upgrade_retired
+from mtbio.training.config import RunConfig, flat_fields, flat_values, protocol_options, run_options, upgrade_retired
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
@@ -22,12 +22,12 @@ SWEEPS = sorted(p.parent for p in EXAMPLES.glob("*/sweep.json"))
 @pytest.mark.parametrize("sweep_dir", SWEEPS, ids=lambda p: p.name)
 def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
     # options recorded before their component owned them (lora_*, no_bias_correction) read as its options
-    saved = upgrade_retired(json.loads((sweep_dir / "sweep.json").read_text())["protocol"])
+    saved = flat_values(upgrade_retired(json.loads((sweep_dir / "sweep.json").read_text())["protocol"]), RunConfig)
     # every option they recorded is still part of the protocol, but the checkpoint and log cadence (recorded
     # before they were found not to change what a cell trains)
     assert set(saved) - set(protocol_options()) <= {"save_every", "log_every"}
     # options added since were off (their field defaults) when the sweep ran, whatever today's recipe sets
-    added = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()
+    added = {k: flat_fields(RunConfig)[k].get_default(call_default_factory=True) for k in protocol_options()
              if k not in saved}
     config = StudyConfig(**added, **saved, tasks=["a"], seed=1, output="elsewhere")  # per-cell options do not matter
     check_protocol(sweep_dir, config)
@@ -40,7 +40,7 @@ def test_committed_sweeps_still_check(sweep_dir: Path, tmp_path: Path) -> None:
 
 
 def test_protocol_is_every_training_option_not_set_per_cell() -> None:
-    declared = {name for name, field in RunConfig.model_fields.items() if (field.json_schema_extra or {}).get("per_cell")}
+    declared = {name for name, field in flat_fields(RunConfig).items() if (field.json_schema_extra or {}).get("per_cell")}
     assert declared == {"tasks", "domain", "output", "data_dir", "task_defs", "seed", "recipe", "resume", "save_every",
                         "log_every"}
     assert set(protocol_options()) == {n for n in run_options() if n not in declared} - {"from_run", "finetune_heads"}

@@ -12,13 +12,46 @@ from pydantic import ValidationInfo, field_validator
 from mtbio.experiments.launcher_options import LAUNCHERS, launcher_options
 from mtbio.experiments.predictor_options import PREDICTOR_OPTIONS, predictor_options
 from mtbio.reporting.verdicts import RULES, RuleOptions, rule_options
-from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, _component,
-                                   _name_and_values, option, shorthand)
+from mtbio.training.config import (AUTO_MAX_SEEDS, AUTO_SEEDS, OPTIONS_OF, RUN_SHORTHANDS, RunConfig, Section,
+                                   _component, _name_and_values, option, section, section_shorthands, shorthand)
 
 # a component field of a study → (what its messages call it, its registry, its options model by name)
 _COMPONENTS = {"rule": ("decision rule", RULES, rule_options),
                "predictor": ("transfer predictor", PREDICTOR_OPTIONS, predictor_options),
                "launcher": ("launcher", LAUNCHERS, launcher_options)}
+
+
+class Pruning(Section):
+    """Which partners a pairwise study trains: each target's most promising by an affinity run."""
+
+    prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
+                               "--affinity (and every baseline).", group="prune", shown="off", ge=1)
+    affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
+                                  "partners by.", group="prune")
+    prune_by: str | None = option(None, "The predictor of --affinity's affinity.json that --prune ranks by.",
+                                  group="prune", shown="the file's default predictor")
+
+
+class Selection(Section):
+    """How `mtbio select` verifies the candidates and trains the target with its partners."""
+
+    candidates: list[str] = option([], "select: the candidate partners, task names or aliases, or one domain.",
+                                   group="select", comma=True)
+    top: int = option(3, "select: how many of the best-ranked candidates to verify as pairs with the target.",
+                      group="select", ge=1)
+    verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
+                          "ones (off: keep the top candidates unverified).", group="select",
+                          flag="--verify/--no-verify")
+    group_training: Literal["refine-finetune", "ratio"] = option(
+        "refine-finetune", "select: how the target is trained with its partners: refine on them, then fine-tune the "
+        "target from the refined encoder (the default by a higher dev mean on one target, +2.85 [-0.92, +6.63] F1 over "
+        "the ratio mixer, undecided, at twice the steps: examples/select_biomedical.md), or one joint run with the "
+        "ratio mixer, the target as main task.", group="select")
+    matched_steps: bool = option(True, "select: every training run (the target alone, each pair, each group's runs) "
+                                 "takes as many optimizer steps as the longest verified pair would under the recipe, "
+                                 "so that a partner's effect is not more training (--max-steps N: every run N; off: "
+                                 "each its recipe epochs).",
+                                 group="select", flag="--matched-steps/--no-matched-steps")
 
 
 class StudyConfig(RunConfig):
@@ -70,29 +103,8 @@ class StudyConfig(RunConfig):
         "cosine measure during one joint run, the others need none), or a YAML mapping of the name and its options, "
         "{name: fisher, examples: 24, head_steps: 30} ({name: cosine, every: 100, batch_size: 32, split: train}); the "
         "flags below are shorthands for them.", group="affinity")
-    prune: int | None = option(None, "Train only each target's K most promising partners by the affinity run of "
-                               "--affinity (and every baseline).", group="prune", shown="off", ge=1)
-    affinity: str | None = option(None, "An `mtbio affinity` directory (affinity.json) whose scores --prune ranks "
-                                  "partners by.", group="prune")
-    prune_by: str | None = option(None, "The predictor of --affinity's affinity.json that --prune ranks by.",
-                                  group="prune", shown="the file's default predictor")
-    candidates: list[str] = option([], "select: the candidate partners, task names or aliases, or one domain.",
-                                   group="select", comma=True)
-    top: int = option(3, "select: how many of the best-ranked candidates to verify as pairs with the target.",
-                      group="select", ge=1)
-    verify: bool = option(True, "select: train the top candidates as pairs with the target and keep the helpful "
-                          "ones (off: keep the top candidates unverified).", group="select",
-                          flag="--verify/--no-verify")
-    group_training: Literal["refine-finetune", "ratio"] = option(
-        "refine-finetune", "select: how the target is trained with its partners: refine on them, then fine-tune the "
-        "target from the refined encoder (the default by a higher dev mean on one target, +2.85 [-0.92, +6.63] F1 over "
-        "the ratio mixer, undecided, at twice the steps: examples/select_biomedical.md), or one joint run with the "
-        "ratio mixer, the target as main task.", group="select")
-    matched_steps: bool = option(True, "select: every training run (the target alone, each pair, each group's runs) "
-                                 "takes as many optimizer steps as the longest verified pair would under the recipe, "
-                                 "so that a partner's effect is not more training (--max-steps N: every run N; off: "
-                                 "each its recipe epochs).",
-                                 group="select", flag="--matched-steps/--no-matched-steps")
+    pruning: Pruning = section(Pruning, "Which partners a pairwise study trains (--prune, --affinity, --prune-by).")
+    selection: Selection = section(Selection, "How select verifies its candidates and trains the target with them.")
 
 
     @field_validator("rule", "predictor", "launcher")
@@ -171,6 +183,7 @@ StudyConfig.shorthands = {
                                      group="affinity", ge=1),
     "affinity_split": shorthand("predictor", "split", Literal["train", "dev"], "train", "Where the lookahead measures "
                                 "the target's loss: a train batch (TAG) or a dev batch (held-out).", group="affinity"),
+    **section_shorthands(StudyConfig),
 }
 
 

@@ -49,7 +49,7 @@ from mtbio.tasks.loading import missing_message, missing_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.affinity import AffinityProbe
 from mtbio.training.checkpoint import latest_checkpoint, listener_states
-from mtbio.training.config import RunConfig, protocol_options, upgrade_retired
+from mtbio.training.config import RunConfig, flat_fields, flat_values, protocol_options, upgrade_retired
 from mtbio.training.distributed import on_main_then_share
 from mtbio.training.trainer import StopRequested, TrainerOptions, build_sampler, make_accelerator, run_length
 
@@ -144,7 +144,7 @@ def check_data(tasks: list[TaskDef], data_dir: Path | None) -> None:
 def protocol(config: StudyConfig) -> dict[str, Any]:
     """The options that decide what a cell trains (compared when a sweep directory is reused): the
     training options not set per cell (`protocol_options`, from the fields' declarations)."""
-    values = config.model_dump(mode="json")
+    values = flat_values(config.model_dump(mode="json"), RunConfig)
     return {k: values[k] for k in protocol_options()}
 
 
@@ -156,11 +156,12 @@ def check_protocol(sweep_dir: Path, config: StudyConfig) -> None:
     current = protocol(config)
     # an option recorded before it left the protocol (it does not change what a cell trains) is not compared; one
     # recorded before its component owned it is read as that component's option
-    recorded = upgrade_retired(json.loads(path.read_text()).get("protocol", {}))
+    recorded = flat_values(upgrade_retired(json.loads(path.read_text()).get("protocol", {})), RunConfig)
     saved = {k: v for k, v in recorded.items() if k in current}
     # an option added to mtbio after the sweep was recorded was trained as if at its field default (what it leaves
     # off), not at today's recipe value
-    defaults = {k: RunConfig.model_fields[k].get_default(call_default_factory=True) for k in protocol_options()}
+    fields = flat_fields(RunConfig)
+    defaults = {k: fields[k].get_default(call_default_factory=True) for k in protocol_options()}
     saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     changed = [f"{k}: {saved.get(k)!r} there, {current.get(k)!r} now" for k in sorted(set(saved) | set(current))
                if saved.get(k) != current.get(k)]

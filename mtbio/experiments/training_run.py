@@ -54,7 +54,8 @@ from mtbio.tasks.kinds import task_kind
 from mtbio.tasks.loading import is_dataset_split, require_all_data, require_data, split_paths
 from mtbio.tasks.schema import TaskDef
 from mtbio.training.checkpoint import list_checkpoints
-from mtbio.training.config import RunConfig, fixed_on_resume, run_options, save_config, upgrade_retired
+from mtbio.training.config import (RunConfig, fixed_on_resume, flat_fields, flat_values, run_options, save_config,
+                                   upgrade_retired)
 from mtbio.run_dir import BEST_DIR, RunDir
 from mtbio.training.lp_start import fit_heads
 from mtbio.training.per_task import PerTaskBest
@@ -121,8 +122,8 @@ def _saved_config(run_dir: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(saved, dict):
         return None
-    saved = upgrade_retired(saved)  # a run written before its components owned their options
-    return saved if set(saved) == set(RunConfig.model_fields) else None
+    saved = flat_values(upgrade_retired(saved), RunConfig)  # a run written before its components owned their options
+    return saved if set(saved) == set(flat_fields(RunConfig)) else None
 
 
 def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = (),
@@ -142,7 +143,7 @@ def check_resume(run_dir: Path, config: RunConfig, tasks: Sequence[TaskDef] = ()
     saved = _saved_config(run_dir)
     if saved is None:
         raise MtbioError(f"{run_dir}: --resume needs the run's config.yaml to check the options against")
-    requested = config.model_dump()
+    requested = flat_values(config.model_dump(), RunConfig)
     for name in fixed_on_resume():
         if saved[name] != requested[name]:
             flag = "--" + name.replace("_", "-")
@@ -172,7 +173,7 @@ def recipe_options(config: RunConfig) -> list[str]:
 
     try:
         return [key.replace("-", "_") for key in recipe_values(config.recipe)
-                if key.replace("-", "_") in RunConfig.model_fields]
+                if key.replace("-", "_") in flat_fields(RunConfig)]
     except MtbioError:
         return []
 
@@ -515,7 +516,7 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             save_config(config, RunDir(run_dir).config_file)
             write_json(RunDir(run_dir).data_file, data_files)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
-        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in config.model_dump().items()
+        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in flat_values(config.model_dump(), RunConfig).items()
                    if k in run_options()}  # a run's own options, not the sweep's or another command's
         accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
     started = time.time()

@@ -3,8 +3,10 @@ uses the same names (dashes or underscores). Unknown keys are errors. The resolv
 saved as `config.yaml` in the run directory; nothing is ever inherited from an old checkpoint."""
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
@@ -12,6 +14,9 @@ from pydantic.fields import FieldInfo
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_text
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 REFINE_LR = 5e-5  # seed 004 section 4.2
 FINETUNE_LR = 1e-5  # seed 004: fine-tuning a refined model uses a smaller learning rate
@@ -64,14 +69,17 @@ def fold_shorthands(values: dict[str, Any], shorthands: dict[str, FieldInfo],
     for flat, info in shorthands.items():
         if flat not in values:
             continue
+        extra: dict[str, Any] = info.json_schema_extra  # type: ignore[assignment]
+        component, key = extra["component"], extra["key"]
+        if extra.get("section"):  # a section's option: given, it wins over a recipe's (its own check applies)
+            values[component] = {**as_mapping(values.get(component)), key: values.pop(flat)}
+            continue
         try:
             value = TypeAdapter(Annotated[info.annotation, info]).validate_python(values.pop(flat))
         except ValidationError as exc:
             raise ValueError(f"--{flat.replace('_', '-')}: {exc.errors()[0]['msg']}") from None
         if value == info.get_default(call_default_factory=True):
             continue
-        extra: dict[str, Any] = info.json_schema_extra  # type: ignore[assignment]
-        component, key = extra["component"], extra["key"]
         name, options = _name_and_values(values.get(component, fields[component].default), component)
         model = OPTIONS_OF[component](name)
         if model is not None and key not in model.model_fields:
@@ -84,6 +92,58 @@ def fold_shorthands(values: dict[str, Any], shorthands: dict[str, FieldInfo],
                 pass  # the component's own check names what does not fit
         values[component] = {"name": name, **options}
     return values
+
+
+def as_mapping(value: Any) -> dict[str, Any]:
+    """A section's options as a plain mapping (a section model, a mapping, or nothing given)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    return dict(value or {})
+
+
+def sections_of(model: type[BaseModel]) -> dict[str, type[Section]]:
+    """The section fields of a config model: field name → its section model."""
+    return {name: field.annotation for name, field in model.model_fields.items()
+            if isinstance(field.annotation, type) and issubclass(field.annotation, Section)}
+
+
+def section_of(model: type[BaseModel]) -> dict[str, str]:
+    """Each section option of a config model → the field that holds it."""
+    return {option: name for name, part in sections_of(model).items() for option in part.model_fields}
+
+
+def section_shorthands(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """Every section option of a config model as a shorthand: its own flag and flat config key."""
+    found = {}
+    for name, part in sections_of(model).items():
+        for key, field in part.model_fields.items():
+            info = copy.copy(field)
+            info.json_schema_extra = {**(field.json_schema_extra or {}), "component": name, "key": key,  # type: ignore[dict-item]
+                                      "section": True}
+            found[key] = info
+    return found
+
+
+def flat_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A config model's options by their flat names: its fields, each section's options in place of the section."""
+    sections = sections_of(model)
+    flat: dict[str, FieldInfo] = {}
+    for name, field in model.model_fields.items():
+        flat.update(sections[name].model_fields if name in sections else {name: field})
+    return flat
+
+
+def flat_values(values: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """`values` (a config's dump, or a saved config after `upgrade_retired`) by flat option names: each section's
+    mapping, its defaults filled in, in place of the section."""
+    flat = {}
+    sections = sections_of(model)
+    for name, value in values.items():
+        if name in sections:
+            flat.update(sections[name].model_validate(as_mapping(value)).model_dump(mode="json"))
+        else:
+            flat[name] = value
+    return flat
 
 
 def flag_of(shorthands: dict[str, FieldInfo], component: str, key: str) -> str:
@@ -148,12 +208,138 @@ def upgrade_retired(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+class Section(BaseModel):
+    """Options that belong together, held by one field of a config as a mapping (config.yaml writes it so, a config
+    file may give either the mapping or the flat names). Each option keeps its own flag and reads as an attribute of
+    the config: `config.packing` is `config.speed.packing`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def section(model: type[Section], help: str) -> Any:
+    """A config field holding the options of `model` (no flag of its own: its options have theirs)."""
+    return Field(default_factory=model, description=help, json_schema_extra={"group": None, "section": True})
+
+
+class Speed(Section):
+    """How batches are cut and run: the same training (length bucketing: the same examples in other batches), in
+    less time or memory."""
+
+    bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
+                                "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
+                                "random batches.", ge=1)
+    packing: bool = option(True, "Tagging tasks draw random batches and run them as packed rows, each sentence "
+                           "attending only to itself (off: length-bucketed batches like the other tasks).")
+    sub_batches: int = option(1, "Run each batch as up to N length-sorted sub-batches whose gradients add up to "
+                              "the whole batch's (same training, less padding; 1 = off). Pairs with "
+                              "--bucket-window 1.", ge=1)
+    compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
+                           "takes a minute or more before the first step).", resumable=True)
+    pad_multiple: int | None = option(None, "Round each training batch's width up to a multiple of N: padding "
+                                      "that the attention mask hides, so the same training. Fewer distinct "
+                                      "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
+                                      "primitive cache on a CPU), at the price of padded work.",
+                                      shown="8 on a GPU and for bf16 on a CPU, else none", ge=1, resumable=True)
+    activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
+                                           "and recompute that layer in the backward pass, with the same dropout "
+                                           "masks (1: every layer; 0: off): less memory for long sequences, for up "
+                                           "to a third more compute.", ge=0, resumable=True)
+
+
+class Stabilize(Section):
+    """Fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)."""
+
+    freeze_layers: int | None = option(None, "Freeze the embeddings and the lowest K encoder layers.", ge=0)
+    layerwise_lr_decay: float | None = option(None, "Layer l of L trains at lr*g^(L-l), embeddings lr*g^L.",
+                                              gt=0, le=1)
+    reinit_layers: int | None = option(None, "Re-initialise the top K encoder layers before training.", ge=1)
+    drop_top_layers: int | None = option(None, "Remove the top K encoder layers (the saved encoder is shallower).",
+                                         ge=1)
+
+
+class Records(Section):
+    """What a run writes as it goes: trackers, training curves and checkpoints."""
+
+    report_to: list[str] = option([], "Experiment trackers that also get the run's config and metrics, through "
+                                  "Accelerate: tensorboard, wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, "
+                                  "swanlab (comma-separated; each needs its package installed, e.g. "
+                                  "pip install 'mtbio[tensorboard]'). metrics.jsonl is always written.",
+                                  comma=True, shown="none", resumable=True)
+    log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
+                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1, resumable=True,
+                            per_cell=True)
+    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True,
+                                    per_cell=True)
+
+    @field_validator("report_to")
+    @classmethod
+    def _known_trackers(cls, names: list[str]) -> list[str]:
+        from accelerate.utils import LoggerType
+
+        known = [t.value for t in LoggerType if t.value != "all"]
+        names = [] if names == ["none"] else names
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown tracker(s) {', '.join(unknown)} (known: none, {', '.join(known)})")
+        return names
+
+
+class Evaluation(Section):
+    """When and how a run scores dev (and test), and what it scores beside it."""
+
+    evaluations: int = option(10, "About how many dev evaluations (and checkpoints) a run makes at epoch ends when "
+                              "--eval-every is not given; the run's end always evaluates.", ge=1)
+    eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
+    eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1, resumable=True)
+    eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
+    baselines: bool = option(True, "Score each task's no-training baselines (trivial aside: a probe on frozen "
+                             "features, the zero-shot cosine of pairs) on the run's own data, cached, and warn when "
+                             "the trained score is below them.", resumable=True)
+    patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
+                                  ge=1, resumable=True)
+
+
+class Steps(Section):
+    """The step floor: how many optimizer steps a small training set gets."""
+
+    min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
+                                   "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
+    max_epochs: int | None = option(None, "A cap on the epochs --min-steps may add: the step floor stops at this many "
+                                    "passes over the training data (--epochs and --max-steps win).", ge=1,
+                                    resumable=True)
+
+
+class Update(Section):
+    """What each optimizer update is shrunk, pulled back and clipped by."""
+
+    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).", ge=0)
+    l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
+                         "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
+
+
 class RunConfig(BaseModel):
     """Every run option, defined once: its type, default, limits and help. The CLI options, the YAML
     config keys (same names, dashes or underscores) and the saved `config.yaml` all come from here."""
 
     model_config = ConfigDict(extra="forbid")
     shorthands: ClassVar[dict[str, FieldInfo]]  # flags that set a component's option (`RUN_SHORTHANDS`)
+
+    def __getattr__(self, name: str) -> Any:
+        """A section's option read as the config's own (`config.packing`: `config.speed.packing`)."""
+        owner = section_of(type(self)).get(name)
+        if owner is None:
+            return super().__getattr__(name)  # type: ignore[misc]
+        return getattr(getattr(self, owner), name)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied, where a section's option may be named flat (`{"packing": False}`)."""
+        owners = section_of(type(self))
+        update = dict(update or {})
+        for name in [key for key in update if key in owners]:
+            part = owners[name]
+            update[part] = update.get(part, getattr(self, part)).model_copy(update={name: update.pop(name)})
+        return super().model_copy(update=update, deep=deep)
 
     tasks: list[str] = option([], "Comma-separated task names or aliases (bc5cdr = both BC5CDR tasks).", comma=True,
                               per_cell=True)
@@ -194,13 +380,6 @@ class RunConfig(BaseModel):
                          "sentence-level head reading the probe's mean pooling unless --pooling names one; the start, "
                          "fitted or from saved heads, is evaluated on dev before the first step, a candidate for the "
                          "kept weights).")
-    min_steps: int | None = option(None, "A floor on the optimizer steps: a small training set runs more epochs "
-                                   "until it reaches this many (--max-steps wins).", ge=1, resumable=True)
-    max_epochs: int | None = option(None, "A cap on the epochs --min-steps may add: the step floor stops at this many "
-                                    "passes over the training data (--epochs and --max-steps win).", ge=1,
-                                    resumable=True)
-    evaluations: int = option(10, "About how many dev evaluations (and checkpoints) a run makes at epoch ends when "
-                              "--eval-every is not given; the run's end always evaluates.", ge=1)
     thresholds: Literal["fixed", "fit"] = option(
         "fixed", "Decision thresholds: fixed, a multi-label task's `threshold` for every label and the argmax for a "
         "classification; fit, per label the one with the best F1 on (up to 2,000 of) the training examples, and for "
@@ -208,15 +387,10 @@ class RunConfig(BaseModel):
         "probability threshold with the best such F1 there where it beats the argmax; refitted before each dev "
         "evaluation and saved with the head (an export folds a two-class threshold into the bias, refuses more).")
     batch_size: int = option(32, "Global batch size (examples per optimizer step).", ge=1)
-    eval_batch_size: int = option(64, "Batch size for evaluation and prediction.", ge=1, resumable=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", ge=1)
     lr: float | None = option(None, "Peak learning rate.", shown=f"refine/single-task {REFINE_LR:g}, fine-tune "
                               f"{FINETUNE_LR:g}", gt=0)
     warmup: float = option(0.1, "Warm-up fraction of the steps (linear warm-up, then linear decay).", ge=0, lt=1)
-    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm).", ge=0)
-    l2sp: float = option(0.0, "L2-SP: after every step pull the encoder's weights toward those the run started "
-                         "from, θ ← θ − lr·α·(θ − θ₀) (decoupled, as AdamW's decay); 0 is off.", ge=0)
-    max_grad_norm: float = option(1.0, "Gradient clipping norm.", gt=0)
     schedule: str = option("linear", "Learning-rate schedule after the warm-up, a registered name "
                            "(`mtbio components schedules` lists them; linear: decay to 0).")
     optimizer: str | dict[str, Any] = option(
@@ -239,6 +413,16 @@ class RunConfig(BaseModel):
                                       "over --max-train-examples for that task. For a small-data target beside "
                                       "full-size partners (select, pairwise, refine).", comma=True)
 
+    speed: Speed = section(
+        Speed, "How batches are cut and run: the same training (length bucketing: the same examples in other batches), less time or memory.")
+    stabilize: Stabilize = section(
+        Stabilize, "Fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize).")
+    logging: Records = section(Records, "What a run writes as it goes: trackers, training curves and checkpoints.")
+    evaluation: Evaluation = section(
+        Evaluation, "When and how a run scores dev (and test), and what it scores beside it.")
+    steps: Steps = section(Steps, "The step floor: how many optimizer steps a small training set gets.")
+    update: Update = section(Update, "What each optimizer update is shrunk, pulled back and clipped by.")
+
     mixer: str | dict[str, Any] = option(
         "proportional", "Mini-batch mixer strategy, a registered name (`mtbio components mixers` lists them), or a "
         "YAML mapping of the name and its options, e.g. {name: annealed, anneal_to: 0.5}; --temperature, "
@@ -247,64 +431,21 @@ class RunConfig(BaseModel):
         "fixed", "Loss weighting, a registered name (`mtbio components weightings` lists them; fixed: each task's "
         "loss_weight; uncertainty: a learned log-variance per task, Kendall et al. 2018), or a YAML mapping of the "
         "name and its options, e.g. {name: uncertainty, lr: 0.01}.")
-    bucket_window: int = option(200, "Length bucketing: batches are cut from length-sorted windows of this many "
-                                "batches (1 = random batches, as the HF Trainer draws them). Packed tasks draw "
-                                "random batches.", ge=1)
-    packing: bool = option(True, "Tagging tasks draw random batches and run them as packed rows, each sentence "
-                           "attending only to itself (off: length-bucketed batches like the other tasks).")
-    sub_batches: int = option(1, "Run each batch as up to N length-sorted sub-batches whose gradients add up to "
-                              "the whole batch's (same training, less padding; 1 = off). Pairs with "
-                              "--bucket-window 1.", ge=1)
-    compile: bool = option(False, "torch.compile the encoder: fewer, fused kernels (worth it on a GPU; compiling "
-                           "takes a minute or more before the first step).", resumable=True)
-    pad_multiple: int | None = option(None, "Round each training batch's width up to a multiple of N: padding "
-                                      "that the attention mask hides, so the same training. Fewer distinct "
-                                      "shapes for the matmul libraries to plan for (GPU tensor cores, oneDNN's "
-                                      "primitive cache on a CPU), at the price of padded work.",
-                                      shown="8 on a GPU and for bf16 on a CPU, else none", ge=1, resumable=True)
-    activation_checkpointing: int = option(0, "Keep only the input of every Nth encoder layer in the forward pass "
-                                           "and recompute that layer in the backward pass, with the same dropout "
-                                           "masks (1: every layer; 0: off): less memory for long sequences, for up "
-                                           "to a third more compute.", ge=0, resumable=True)
 
-    report_to: list[str] = option([], "Experiment trackers that also get the run's config and metrics, through "
-                                  "Accelerate: tensorboard, wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, "
-                                  "swanlab (comma-separated; each needs its package installed, e.g. "
-                                  "pip install 'mtbio[tensorboard]'). metrics.jsonl is always written.",
-                                  comma=True, shown="none", resumable=True)
-    log_every: int = option(50, "Write training curves to metrics.jsonl every N steps: per-task training loss, "
-                            "learning rate, gradient norm, examples/s (and at the last step).", ge=1, resumable=True,
-                            per_cell=True)
-    eval_every: int | None = option(None, "Evaluate on dev every N steps.", shown="each epoch", ge=1, resumable=True)
-    eval_test: bool = option(False, "Score test once at the end, with the best-dev weights.", resumable=True)
     select_by: Literal["mean", "per-task"] = option(
         "mean", "Which dev evaluation's weights a joint run keeps: mean, the best mean of the tasks' primary scores "
         "(encoder/, heads/); per-task, also each task's own best evaluation, its encoder and head under "
         "best/<task>/ (one encoder copy per task on disk), which finetune --from, export and a one-task predict "
         "then take; test (--eval-test) is scored with each task's own.", flag="--select")
-    baselines: bool = option(True, "Score each task's no-training baselines (trivial aside: a probe on frozen "
-                             "features, the zero-shot cosine of pairs) on the run's own data, cached, and warn when "
-                             "the trained score is below them.", resumable=True)
-    save_every: int | None = option(None, "Checkpoint every N steps.", shown="each epoch", ge=1, resumable=True,
-                                    per_cell=True)
     resume: bool = option(False, "Continue from the newest complete checkpoint.", resumable=True, per_cell=True)
     skip_nonfinite: bool = option(False, "Skip (and log) a batch whose loss is NaN/inf instead of stopping.", resumable=True)
 
-    # fine-tuning stabilization and layer removal (seed 001; mtbio.training.stabilize)
-    freeze_layers: int | None = option(None, "Freeze the embeddings and the lowest K encoder layers.", ge=0)
-    layerwise_lr_decay: float | None = option(None, "Layer l of L trains at lr*g^(L-l), embeddings lr*g^L.",
-                                              gt=0, le=1)
-    reinit_layers: int | None = option(None, "Re-initialise the top K encoder layers before training.", ge=1)
-    drop_top_layers: int | None = option(None, "Remove the top K encoder layers (the saved encoder is shallower).",
-                                         ge=1)
     adapter: str | dict[str, Any] = option(
         "none", "An adapter on the frozen encoder, a name registered in mtbio.model.adapters: lora trains one LoRA "
         "adapter per task (PEFT) with the heads, each batch through its task's adapter; the run's encoder/ stays the "
         "base encoder, each adapter is saved beside its head (heads/<task>/adapter/). Its options as a mapping, "
         "--adapter '{name: lora, r: 16, alpha: 32, dropout: 0.1, target_modules: [query, value]}' (defaults: r 8, "
         "alpha 16, dropout 0.1, PEFT's targets for the model type).")
-    patience: int | None = option(None, "Stop after N dev evaluations in a row without improvement.", shown="off",
-                                  ge=1, resumable=True)
 
     seeds: int | Literal["auto"] | None = option(
         None, "Runs per setting, with seeds --seed, --seed+1, ... (finetune: each into <output>/<task>/seed-<s>/). "
@@ -321,7 +462,11 @@ class RunConfig(BaseModel):
         values = fold_shorthands(upgrade_retired(values), cls.shorthands, cls.model_fields)
         name = choose(str(values.get("recipe") or "auto"), values)
         recipe = fold_shorthands(recipe_values(name), cls.shorthands, cls.model_fields)
-        return {**recipe, **values, "recipe": name}
+        merged = {**recipe, **values, "recipe": name}
+        for part in sections_of(cls):  # a section's options given win over the recipe's, the others stay
+            if part in recipe and part in values:
+                merged[part] = {**as_mapping(recipe[part]), **as_mapping(values[part])}
+        return merged
 
     @field_validator("pooling")
     @classmethod
@@ -338,18 +483,6 @@ class RunConfig(BaseModel):
             if not name or not count.isdigit() or int(count) < 1:
                 raise ValueError(f"--task-examples {entry!r}: expected TASK=N with N a positive number of examples")
         return entries
-
-    @field_validator("report_to")
-    @classmethod
-    def _known_trackers(cls, names: list[str]) -> list[str]:
-        from accelerate.utils import LoggerType
-
-        known = [t.value for t in LoggerType if t.value != "all"]
-        names = [] if names == ["none"] else names
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(f"unknown tracker(s) {', '.join(unknown)} (known: none, {', '.join(known)})")
-        return names
 
     @field_validator("optimizer")
     @classmethod
@@ -461,25 +594,27 @@ RUN_SHORTHANDS: dict[str, FieldInfo] = {
     "main_task": shorthand("mixer", "main_task", str, None, "Main task of the ratio mixer."),
     "aux_ratio": shorthand("mixer", "ratio", float, 1.0, "Auxiliary batches per main-task batch (ratio mixer).", gt=0),
 }
+RUN_SHORTHANDS.update(section_shorthands(RunConfig))
 RunConfig.shorthands = RUN_SHORTHANDS
 
 
 def run_options() -> list[str]:
     """The options that shape one training run (the 'training' and 'finetune' groups)."""
-    return [name for name, field in RunConfig.model_fields.items()
+    return [name for name, field in flat_fields(RunConfig).items()
             if (field.json_schema_extra or {}).get("group") in ("training", "finetune")]
 
 
 def fixed_on_resume() -> list[str]:
     """The options a resumed run must keep: every training option not marked `resumable`."""
-    return [name for name in run_options() if not (RunConfig.model_fields[name].json_schema_extra or {}).get("resumable")]
+    fields = flat_fields(RunConfig)
+    return [name for name in run_options() if not (fields[name].json_schema_extra or {}).get("resumable")]
 
 
 def protocol_options() -> list[str]:
     """A sweep's protocol: the training options every cell of a sweep shares (checked when the sweep is
     run again), that is every 'training' option not marked `per_cell`. The options of the other groups
     are the commands' own (the sweep's design, launchers, predictors; fine-tuning sources set per cell)."""
-    return [name for name, field in RunConfig.model_fields.items()
+    return [name for name, field in flat_fields(RunConfig).items()
             if (extra := field.json_schema_extra or {}).get("group") == "training" and not extra.get("per_cell")]
 
 
@@ -491,8 +626,10 @@ def build_config(file_values: dict[str, Any], cli_values: dict[str, Any], source
         return (model or RunConfig).model_validate(merged)
     except ValidationError as exc:
         lines = []
+        sections = sections_of(model or RunConfig)
         for err in exc.errors():
-            key = ".".join(str(x) for x in err["loc"])
+            loc = err["loc"][1:] if err["loc"] and err["loc"][0] in sections else err["loc"]  # a section's option
+            key = ".".join(str(x) for x in loc)
             msg = "unknown option" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
             lines.append(f"{source}: '{key}': {msg}" if key else f"{source}: {msg}")
         raise MtbioError("\n".join(lines)) from None
