@@ -135,10 +135,11 @@ def render(result: dict[str, Any]) -> str:
 
 def interim(sweep: Path) -> str:
     """The landed cells of an unfinished sweep: per (target, size, start), the seeds, mean ± sd, the mean per-seed Δ
-    against plain (seeds both have) and the mean of the cells' best no-training baseline; no verdicts."""
+    against plain (seeds both have), the mean of the cells' best no-training baseline and, for a pair target, of their
+    zero-shot cosine (mean pooling); no verdicts."""
     metrics = json.loads((sweep / "declared.json").read_text())["primary_metric"]
-    lines = ["| target | n | start | seeds | dev | Δ vs plain (paired seeds) | no training (best, mean) | trivial |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| target | n | start | seeds | dev | Δ vs plain (paired seeds) | no training (best, mean) | "
+             "zero-shot cosine | trivial |", "|---|---|---|---|---|---|---|---|---|"]
     for target, metric in metrics.items():
         for size in sorted((sweep / "targets" / target).glob("n-*"), key=lambda p: int(p.name[2:])):
             found: dict[str, dict[str, dict[str, Any]]] = {}
@@ -155,9 +156,12 @@ def interim(sweep: Path) -> str:
                 best = [max(v for v in (r.get("baselines") or {}).get(target, {}).values() if v is not None)
                         for r in runs.values() if any(v is not None for v in (r.get("baselines") or {}).get(target, {}).values())]
                 base = f"{100 * statistics.fmean(best):.1f}" if best else "–"
+                cosines = [r["baselines"][target]["cosine-mean"] for r in runs.values()
+                           if ((r.get("baselines") or {}).get(target) or {}).get("cosine-mean") is not None]
+                cosine = f"{100 * statistics.fmean(cosines):.1f}" if cosines else "–"
                 trivial = next(iter(runs.values())).get("trivial", {}).get(target)
                 lines.append(f"| {target} | {size.name[2:]} | {start.removeprefix('from-')} | {len(runs)} | "
-                             f"{mean_sd(spread)} | {delta} | {base} | "
+                             f"{mean_sd(spread)} | {delta} | {base} | {cosine} | "
                              f"{'–' if trivial is None else f'{100 * trivial:.1f}'} |")
     return "\n".join(["Interim (the sweep has cells to run; no verdicts):", "", *lines])
 

@@ -115,3 +115,26 @@ def test_a_second_candidate_in_its_own_file_is_judged_against_the_same_recipe_ce
     assert "| a | 43 | 50.0, 200 (40), 300 | 50.5, 200 (40), 300 | +0.5 |" in text
     assert "Primary (mean over the 1 tasks, seeds [42, 43, 44]): Δ -0.17" in text
     assert "no pair of cells ran in one process" in text
+
+
+def test_an_unfinished_sweep_gets_the_interim_table_of_its_landed_cells(tmp_path: Path, capsys):
+    """Before transfer.json: per point and start the seeds landed, mean ± sd, the paired Δ against plain (by hand:
+    +5.0 over seeds 42 and 43), the cells' best no-training baseline and the pair target's zero-shot cosine."""
+    import json
+
+    (tmp_path / "declared.json").write_text(json.dumps({"primary_metric": {"mqp": "accuracy"}}))
+    scores = {("plain", 42): 0.80, ("plain", 43): 0.82, ("from-broad", 42): 0.86, ("from-broad", 43): 0.86,
+              ("from-broad", 44): 0.90}
+    for (start, seed), score in scores.items():
+        cell = tmp_path / "targets" / "mqp" / "n-100" / start / f"seed-{seed}"
+        cell.mkdir(parents=True)
+        cosine = 0.79 if start == "plain" else 0.75
+        (cell / "results.json").write_text(json.dumps({"dev": {"mqp": {"accuracy": score}}, "trivial": {"mqp": 0.5},
+                                                       "baselines": {"mqp": {"probe": 0.6, "cosine-mean": cosine}}}))
+    (tmp_path / "targets" / "mqp" / "n-100" / "plain" / "seed-44").mkdir()  # a cell under way: not counted
+    module = _table_module()
+    sys.argv = ["embed_table.py", str(tmp_path)]
+    module.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Interim") and "| mqp | 100 | plain | 2 | 81.0 ± 1.4 | – | 79.0 | 79.0 | 50.0 |" in lines
+    assert "| mqp | 100 | broad | 3 | 87.3 ± 2.3 | +5.0 (2) | 75.0 | 75.0 | 50.0 |" in lines
