@@ -22,6 +22,7 @@ from typing import Any
 
 from transfer_table import best_baseline, mean_sd
 
+from mtbio.model.floor import best_baseline as floor_baseline
 from mtbio.reporting.verdicts import Rule, compare, correct, verdict_text
 
 HERE = Path(__file__).resolve().parent
@@ -153,8 +154,8 @@ def interim(sweep: Path) -> str:
                           "sd": statistics.stdev(scores.values()) if len(scores) > 1 else None}
                 paired = [scores[seed] - plain[seed] for seed in scores if seed in plain]
                 delta = f"{100 * statistics.fmean(paired):+.1f} ({len(paired)})" if paired and start != "plain" else "–"
-                best = [max(v for v in (r.get("baselines") or {}).get(target, {}).values() if v is not None)
-                        for r in runs.values() if any(v is not None for v in (r.get("baselines") or {}).get(target, {}).values())]
+                best = [top[1] for r in runs.values()
+                        if (top := floor_baseline((r.get("baselines") or {}).get(target) or {}, metric))]
                 base = f"{100 * statistics.fmean(best):.1f}" if best else "–"
                 cosines = [r["baselines"][target]["cosine-mean"] for r in runs.values()
                            if ((r.get("baselines") or {}).get(target) or {}).get("cosine-mean") is not None]

@@ -26,7 +26,7 @@ import yaml
 
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.fileio import write_json
-from mtbio.model.floor import best_baseline
+from mtbio.model.floor import best_baseline, task_floor
 from mtbio.reporting.verdicts import MIN_SEEDS, Rule, compare, correct, harms, state_text, verdict_text
 from mtbio.run_dir import PackedCell, RunDir, saved_runs
 
@@ -185,20 +185,17 @@ def issue_88(cells: dict[tuple[str, str, str], dict[int, dict[str, Any]]]) -> di
             continue
         metric = result_metric(next(iter(new.values())), task)
         sign = metric_sign(metric)
-        floors = {}
-        for seed, r in new.items():
-            found = _best_baseline(r, task, metric)
-            candidates = [float(r["trivial"][task])] + ([found[1]] if found else [])
-            floors[seed] = max(candidates, key=lambda v: sign * v)
+        floors = {seed: task_floor(float(r["trivial"][task]), (r.get("baselines") or {}).get(task) or {},
+                                   metric)["score"] for seed, r in new.items()}
         scores = {seed: _score(r, task) for seed, r in new.items()}
+        before = {seed: _score(r, task) for seed, r in old.items()}
         starts = {seed: _start_score(r) for seed, r in new.items()}
         name = f"{task} n={size}"
         vs_floor[name] = compare(scores, floors, metric)
-        if old:
-            vs_recipe[name] = compare(scores, {s: _score(r, task) for s, r in old.items()}, metric)
+        if before:
+            vs_recipe[name] = compare(scores, before, metric)
         rows.append({"point": name, "holdout": (task, size) in HOLDOUT88, "metric": metric,
-                     "floor": statistics.fmean(floors.values()), "new": scores,
-                     "old": {s: _score(r, task) for s, r in old.items()},
+                     "floor": statistics.fmean(floors.values()), "new": scores, "old": before,
                      "steps": statistics.fmean(r["steps"] for r in new.values()),
                      "by_construction": all(v is not None and sign * (v - floors[s]) >= 0 for s, v in starts.items())})
     return {**RULE88.fields(), "rows": rows, "vs_floor": vs_floor, "vs_recipe": vs_recipe,
@@ -208,12 +205,12 @@ def issue_88(cells: dict[tuple[str, str, str], dict[int, dict[str, Any]]]) -> di
 
 def table_88(judged: dict[str, Any]) -> str:
     """Issue 88's table: each point's floor, both arms and the two verdicts."""
-    def mean_sd(scores: dict[int, float]) -> str:
+    def mean_sd(scores: dict[int, float], also: str = "") -> str:
         if not scores:
             return "–"
         values = list(scores.values())
         sd = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
-        return f"{100 * statistics.fmean(values):.1f}{sd} ({len(values)})"
+        return f"{100 * statistics.fmean(values):.1f}{sd} ({len(values)}{also})"
 
     lines = ["| point | metric | floor | recipe (seeds) | recipe-88 (seeds, steps) | recipe-88 vs floor | "
              "recipe-88 − recipe | start holds the floor |", "|---|---|---:|---:|---:|---|---|---|"]
@@ -222,9 +219,10 @@ def table_88(judged: dict[str, Any]) -> str:
         for family in ("vs_floor", "vs_recipe"):
             cell = judged[family].get(row["point"])
             cells.append("–" if cell is None else f"{100 * cell['delta']:+.1f}, {state_text(cell, 100)}")
+        steps = f", {row['steps']:.0f} steps"
         lines.append(f"| {row['point']}{' (holdout)' if row['holdout'] else ''} | {row['metric']} "
-                     f"| {100 * row['floor']:.1f} | {mean_sd(row['old'])} | {mean_sd(row['new'])[:-1]}, "
-                     f"{row['steps']:.0f} steps) | {cells[0]} | {cells[1]} | "
+                     f"| {100 * row['floor']:.1f} | {mean_sd(row['old'])} | {mean_sd(row['new'], steps)} "
+                     f"| {cells[0]} | {cells[1]} | "
                      f"{'yes' if row['by_construction'] else 'no'} |")
     return "\n".join(lines)
 

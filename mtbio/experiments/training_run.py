@@ -516,7 +516,8 @@ def _train_tasks(tasks: list[TaskDef], config: RunConfig, run_dir: Path, encoder
             save_config(config, RunDir(run_dir).config_file)
             write_json(RunDir(run_dir).data_file, data_files)
     if accelerator.log_with:  # the run's config as hyperparameters (scalars and strings only)
-        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in flat_values(config.model_dump(), RunConfig).items()
+        options = flat_values(config.model_dump(), RunConfig)
+        hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in options.items()
                    if k in run_options()}  # a run's own options, not the sweep's or another command's
         accelerator.init_trackers(run_dir.name, config={**hparams, "stage": stage, "learning_rate": lr})
     started = time.time()

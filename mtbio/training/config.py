@@ -4,6 +4,7 @@ saved as `config.yaml` in the run directory; nothing is ever inherited from an o
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal
@@ -101,12 +102,14 @@ def as_mapping(value: Any) -> dict[str, Any]:
     return dict(value or {})
 
 
+@functools.cache
 def sections_of(model: type[BaseModel]) -> dict[str, type[Section]]:
     """The section fields of a config model: field name → its section model."""
     return {name: field.annotation for name, field in model.model_fields.items()
             if isinstance(field.annotation, type) and issubclass(field.annotation, Section)}
 
 
+@functools.cache
 def section_of(model: type[BaseModel]) -> dict[str, str]:
     """Each section option of a config model → the field that holds it."""
     return {option: name for name, part in sections_of(model).items() for option in part.model_fields}
