@@ -45,9 +45,10 @@ def test_the_untrained_model_predicts_the_encoders_zero_shot_cosine(tiny_encoder
     tokenizer, encoder = AutoTokenizer.from_pretrained(tiny_encoder), AutoModel.from_pretrained(tiny_encoder).eval()
     model = MultiTaskModel(encoder, {task.name: build_head(head_config_for(task, encoder.config.hidden_size))}).eval()
     data = featurize_raw(task, raw_inputs_to_examples(task, PAIRS), tokenizer)
-    assert set(data.columns) >= {"input_ids_b", "attention_mask_b"}
+    assert "segment_lengths" in data.columns  # each pair's two texts are the row's two segments
     batch = data.batch(range(len(data)), pad_token_id=tokenizer.pad_token_id)
-    assert batch["input_ids"].shape[1] != batch["input_ids_b"].shape[1]  # each text padded to its own width
+    widths = [len(tokenizer(t)["input_ids"]) for pair in PAIRS for t in pair]
+    assert int(batch["window"][0]) == max(widths) and batch["input_ids"].shape[1] == 2 * max(widths)
     with torch.no_grad():
         cosine = model(task.name, **batch).logits
         by_hand = []

@@ -148,12 +148,12 @@ def test_every_field_a_shipped_reader_fills_reaches_the_model_input(tokenizer: A
         features = featurize(examples, task, tokenizer)
         for ex, row in zip(examples, features):
             ids = row["input_ids"]
-            separate = "input_ids_b" in row  # a bi-encoder's second text, encoded on its own
+            separate = "segment_lengths" in row  # a bi-encoder's two texts, each a segment of its own
             fields = {"tokens": " ".join(ex.tokens or []) or None, "text": ex.text, "text_b": ex.text_b}
             for name, value in fields.items():
                 if value:
                     field_ids = tokenizer(value, add_special_tokens=False)["input_ids"]
-                    held = row["input_ids_b"] if separate and name == "text_b" else ids
+                    held = ids[row["segment_lengths"][0]:] if separate and name == "text_b" else ids
                     assert _segment_holds(field_ids, held), (task.name, ex.uid, name)
             if ex.text_b is not None:
                 assert is_pair_task(task) and (separate or 1 in row["token_type_ids"]), task.name

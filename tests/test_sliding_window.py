@@ -8,12 +8,14 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
 from transformers import AutoModel, AutoTokenizer
 
 from mtbio.cli import main
+from mtbio.data.collate import collate
 from mtbio.data.example import Example
 from mtbio.data.featurize import featurize
 from mtbio.errors import MtbioError
@@ -34,25 +36,31 @@ def _task(**fields) -> TaskDef:
     return TaskDef(**{**base, **fields})
 
 
-def test_windows_cover_the_whole_text_each_but_the_last_padded_to_the_window(tokenizer) -> None:
+def test_windows_cover_the_whole_text_and_a_batch_lays_them_out_at_its_longest(tokenizer) -> None:
     text = " ".join(f"term{i}" for i in range(30))
     rows = featurize([Example(uid="1", text=text, label="a"), Example(uid="2", text="short", label="b")], _task(),
                      tokenizer)
     long, short = rows[0], rows[1]
-    assert long["window"] == short["window"] == 16 and not long["truncated"]
-    ids = long["input_ids"]
-    windows = [ids[i:i + 16] for i in range(0, len(ids), 16)]
+    assert not long["truncated"] and sum(long["segment_lengths"]) == len(long["input_ids"])
+    ids, bounds = long["input_ids"], np.cumsum([0] + long["segment_lengths"])
+    windows = [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     assert len(windows) > 2 and all(w[0] == tokenizer.cls_token_id for w in windows)
-    assert all(len(w) == 16 for w in windows[:-1]) and len(windows[-1]) < 16  # the last window is not padded
+    assert all(len(w) == 16 for w in windows[:-1]) and len(windows[-1]) < 16  # the last window is the text's rest
     # the windows' tokens, each after the first without the `stride` tokens it repeats, are the text's
-    real = [[t for t in w if t not in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)]
-            for w in windows]
+    real = [[t for t in w if t not in (tokenizer.cls_token_id, tokenizer.sep_token_id)] for w in windows]
     joined = real[0] + [t for w in real[1:] for t in w[4:]]
     assert joined == tokenizer(text, add_special_tokens=False)["input_ids"]
-    assert short["input_ids"] == tokenizer("short")["input_ids"]  # a text that fits is one window, unpadded
+    assert short["input_ids"] == tokenizer("short")["input_ids"]  # a text that fits is one window
+    batch = collate([dict(long), dict(short)], pad_token_id=tokenizer.pad_token_id)
+    assert int(batch["window"][0]) == 16 and batch["input_ids"].shape == (2, 16 * len(windows))
+    assert batch["input_ids"][0, 16 * (len(windows) - 1):16 * (len(windows) - 1) + len(windows[-1])].tolist() == windows[-1]
+    assert batch["input_ids"][1, :len(short["input_ids"])].tolist() == short["input_ids"]
+    assert int(batch["attention_mask"][1].sum()) == len(short["input_ids"])
+    alone = collate([dict(short)], pad_token_id=tokenizer.pad_token_id)  # a batch of short texts: slots as wide as they
+    assert int(alone["window"][0]) == len(short["input_ids"]) == alone["input_ids"].shape[1]
     cut = featurize([Example(uid="1", text=text, label="a")], _task(sliding_window={"stride": 4, "max_windows": 2}),
                     tokenizer)[0]
-    assert cut["truncated"] and len(cut["input_ids"]) <= 32
+    assert cut["truncated"] and len(cut["segment_lengths"]) == 2 and len(cut["input_ids"]) <= 32
 
 
 def test_each_word_is_tagged_once_from_the_first_window_that_holds_its_first_sub_word(tokenizer) -> None:
@@ -72,7 +80,8 @@ def test_each_word_is_tagged_once_from_the_first_window_that_holds_its_first_sub
         for word in windows.word_ids(n):
             if word is not None:
                 first_window.setdefault(word, n)
-    assert [i // 12 for i in firsts] == [first_window[w] for w in range(15)]
+    starts = np.cumsum(row["segment_lengths"])
+    assert [int(np.searchsorted(starts, i, side="right")) for i in firsts] == [first_window[w] for w in range(15)]
     assert len(set(first_window.values())) > 2  # the sentence needed several windows
 
 

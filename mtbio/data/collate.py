@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtbio.data.featurize import SECOND_TEXT
+from mtbio.data.featurize import SEGMENT_LENGTHS, WINDOW
 
 # padding value per per-token column; `input_ids` uses the tokenizer's pad id
 _PAD = {"attention_mask": 0, "token_type_ids": 0, "word_index": -1}
@@ -28,21 +28,26 @@ def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: i
     `input_ids` → pad_token_id, `attention_mask`/`token_type_ids` → 0, `word_index` → -1, and the columns the
     task's kind declares per token (`padded`: column → padding value, tagging's `labels` → -100); all long.
     Other labels: integers → long, floats → float32, equal-length lists (multi-label, spans) → a matrix.
-    Other scalar columns (`length`, `n_words`, `truncated`) are stacked as they come. The columns of a second
-    text encoded on its own (`input_ids_b`, …) are padded as their first text's, to their own longest row.
+    Other scalar columns (`length`, `n_words`, `truncated`) are stacked as they come. Rows of segments (a
+    `segment_lengths` column, `mtbio.data.featurize`) have each segment laid out in a slot as wide as the batch's
+    longest segment (rounded up), a row's slots end to end, and that width as the batch's `window`.
     """
     padded = padded or {}
     first = rows[0]
-    shapes = {suffix: _widths(rows, "input_ids" + suffix, pad_to_multiple_of) for suffix in ("", SECOND_TEXT)
-              if "input_ids" + suffix in first}
+    segments = SEGMENT_LENGTHS in first
+    if segments:
+        slot, width, places = _slots(rows, pad_to_multiple_of)
+    else:
+        lengths, width = _widths(rows, "input_ids", pad_to_multiple_of)
     batch: dict[str, torch.Tensor] = {}
     for key in first:
-        suffix = SECOND_TEXT if key.endswith(SECOND_TEXT) else ""
-        base = key[:-len(suffix)] if suffix else key
-        if base in _TOKEN_COLUMNS or key in padded:
-            lengths, width = shapes[suffix]
-            pad = pad_token_id if base == "input_ids" else padded[key] if key in padded else _PAD[base]
-            batch[key] = torch.from_numpy(_pad([row[key] for row in rows], lengths, width, pad))
+        if key == SEGMENT_LENGTHS:
+            continue
+        if key in _TOKEN_COLUMNS or key in padded:
+            pad = pad_token_id if key == "input_ids" else padded[key] if key in padded else _PAD[key]
+            values = [row[key] for row in rows]
+            batch[key] = torch.from_numpy(_lay(values, places, width, pad) if segments else
+                                          _pad(values, lengths, width, pad))
         else:
             values = np.asarray([row[key] for row in rows])
             if values.dtype.kind == "f":
@@ -50,7 +55,27 @@ def collate(rows: list[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: i
             elif values.dtype.kind in "iu":
                 values = values.astype(np.int64, copy=False)
             batch[key] = torch.from_numpy(values)
+    if segments:
+        batch[WINDOW] = torch.full((len(rows),), slot, dtype=torch.int64)
     return batch
+
+
+def _slots(rows: list[dict[str, Any]], pad_to_multiple_of: int | None) -> tuple[int, int, np.ndarray]:
+    """Rows of segments: the slot width (the longest segment, rounded up), the row width (slots × the most segments
+    a row holds) and, per token of the rows end to end, its position in its padded row."""
+    segment_lengths = [row[SEGMENT_LENGTHS] for row in rows]
+    slot = max(max(mine) for mine in segment_lengths)
+    if pad_to_multiple_of:
+        slot = -(-slot // pad_to_multiple_of) * pad_to_multiple_of
+    width = slot * max(len(mine) for mine in segment_lengths)
+    places = [r * width + k * slot + np.arange(n) for r, mine in enumerate(segment_lengths) for k, n in enumerate(mine)]
+    return slot, width, np.concatenate(places)
+
+
+def _lay(values: list[Any], places: np.ndarray, width: int, pad: int) -> np.ndarray:
+    out = np.full(len(values) * width, pad, dtype=np.int64)
+    out[places] = np.concatenate([np.asarray(v, dtype=np.int64) for v in values])
+    return out.reshape(len(values), width)
 
 
 def _widths(rows: list[dict[str, Any]], key: str, pad_to_multiple_of: int | None) -> tuple[np.ndarray, int]:

@@ -3,16 +3,17 @@
 Shared columns: `input_ids`, `attention_mask`, `token_type_ids` (when the tokenizer makes them),
 `length` (tokens) and `truncated` (bool). The task's kind (`mtbio.tasks.kinds`) adds `labels` and its
 own columns, building them with the helpers here: `text_columns` for kinds that read text (one text
-or a pair), `separate_text_columns` for kinds that encode a pair's two texts on their own (the second's
-columns suffixed `_b`), `word_columns` for kinds that tag words (`word_index`: per token, the index of the word
+or a pair), `word_columns` for kinds that tag words (`word_index`: per token, the index of the word
 whose first sub-word this is, else -1; `n_words`; one label id per token, -100 everywhere except
 first sub-words).
 
-Long texts are truncated, never dropped (pairs: longest_first), unless the task reads them in windows
-(`sliding_window`): then a row holds its text's windows end to end, each window but the last padded to
-`max_length`, and a `window` column gives that length (`mtbio.model.windows` encodes each window on its own).
-The same rows hold an example's segments (`segment_columns`: a text paired with each text of a list, such as a
-question with each of its candidate answers), the one mechanism for several encodings per example.
+Several encodings per example are **segments**, one mechanism for three uses: a long text's windows
+(`sliding_window`: long texts are otherwise truncated, never dropped; pairs longest_first), a text paired with each
+text of a list (`segment_columns`: a question with each candidate answer) and a pair's two texts each encoded on its
+own (`separate_text_columns`: a bi-encoder's). A row holds its segments' tokens end to end, unpadded, and a
+`segment_lengths` column (SEGMENT_LENGTHS) their lengths; `mtbio.data.collate` lays each segment of a batch out in a
+slot as wide as the batch's longest segment and gives that width as the batch's `window` (WINDOW), and
+`mtbio.model.windows` encodes each segment as a text of its own and pools each (`pool_segments`).
 `featurize_stats(dataset)` reports how many examples were truncated, how many tagging words lost every sub-word
 (decoding tags those "O"; they still count in the metric) and, for a kind that counts them in a `labels_lost`
 column (`LABELS_LOST`: per example, the labels the cut removed: a span's answer, a tagged entity), how many labels
@@ -50,9 +51,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump whenever the features for the same inputs change; it is part of the cache key.
-FEATURIZER_VERSION = 2  # 2: pair-ness from the reader (NLI4CT, MEDIQA-RQE, PubMedQA gained their text_b)
+FEATURIZER_VERSION = 3  # 2: pair-ness from the reader (NLI4CT, MEDIQA-RQE, PubMedQA gained their text_b); 3: segments
 IGNORE_INDEX = -100
-SECOND_TEXT = "_b"  # suffix of the columns of a second text encoded on its own (`separate_text_columns`)
+SEGMENT_LENGTHS = "segment_lengths"  # a row's column: the tokens of each of its segments, end to end in the row
+WINDOW = "window"  # a batch's column (`mtbio.data.collate`): the width of the slot each segment is laid out in
 _CHUNK = 2048  # examples per tokenizer call: batched for speed, bounded for memory
 LABELS_LOST = "labels_lost"  # a kind's optional column: per example, how many of its labels the cut removed
 
@@ -161,7 +163,7 @@ def _features(task: TaskDef, tokenizer: Any) -> Features:
     spec["length"] = Value("int32")
     spec["truncated"] = Value("bool")
     if task.sliding_window is not None:
-        spec["window"] = Value("int32")
+        spec.update(segment_features())
     spec.update(kind)
     return Features(spec)
 
@@ -182,30 +184,28 @@ def _encode(tokenizer: Any, first: list[Any], second: list[str] | None, max_leng
     )
 
 
-def _window_columns(encoded: Any, count: int, task: TaskDef, tokenizer: Any,
-                    max_length: int) -> tuple[dict[str, list[Any]], list[list[int]]]:
+def _window_columns(encoded: Any, count: int, task: TaskDef) -> tuple[dict[str, list[Any]], list[list[int]]]:
     """The shared columns of `count` texts encoded in windows (`_encode` with a stride): each row its text's windows
-    end to end, all but the last padded to `max_length`; and, per text, the encoding rows it kept."""
+    as segments; and, per text, the encoding rows it kept."""
     window = task.sliding_window
     assert window is not None
     rows: list[list[int]] = [[] for _ in range(count)]
     for row, sample in enumerate(encoded["overflow_to_sample_mapping"]):
         rows[sample].append(row)
-    pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0, "token_type_ids": 0}
-    names = [name for name in pads if name in encoded]
-    columns: dict[str, list[Any]] = {name: [] for name in names}
-    for kept in rows:
-        for name in names:
-            joined: list[int] = []
-            for i, row in enumerate(kept[:window.max_windows]):
-                values = encoded[name][row]
-                last = i == min(len(kept), window.max_windows) - 1
-                joined.extend(values if last else values + [pads[name]] * (max_length - len(values)))
-            columns[name].append(joined)
+    kept = [rows_of[:window.max_windows] for rows_of in rows]
+    columns = _joined(encoded, kept)
+    columns["truncated"] = [len(rows_of) > window.max_windows for rows_of in rows]
+    return columns, kept
+
+
+def _joined(encoded: Any, rows: list[list[int]]) -> dict[str, list[Any]]:
+    """Per example, the encoding rows `rows[i]` as its segments: their tokens end to end, their lengths, `length`."""
+    names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
+    columns: dict[str, list[Any]] = {name: [[v for row in mine for v in encoded[name][row]] for mine in rows]
+                                     for name in names}
+    columns[SEGMENT_LENGTHS] = [[len(encoded["input_ids"][row]) for row in mine] for mine in rows]
     columns["length"] = [len(ids) for ids in columns["input_ids"]]
-    columns["truncated"] = [len(kept) > window.max_windows for kept in rows]
-    columns["window"] = [max_length] * count
-    return columns, [kept[:window.max_windows] for kept in rows]
+    return columns
 
 
 def _base_columns(encoded: Any) -> dict[str, list[Any]]:
@@ -239,44 +239,31 @@ def text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
                              "task's " + ("reader gives pairs" if pair else "kind reads character offsets"))
         encoded = _encode(tokenizer, [ex.text for ex in chunk], None, max_length, words=False,
                           stride=task.sliding_window.stride)
-        return _window_columns(encoded, len(chunk), task, tokenizer, max_length)[0], encoded
+        return _window_columns(encoded, len(chunk), task)[0], encoded
     encoded = _encode(tokenizer, [ex.text for ex in chunk], second, max_length, words=False, offsets=offsets)
     return _base_columns(encoded), encoded
 
 
 def separate_text_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any,
                           max_length: int) -> dict[str, list[Any]]:
-    """The shared columns of a pair task's first texts and, suffixed `_b`, of its second texts, each text
-    encoded on its own (a bi-encoder's input); `length` counts both, `truncated` is either's."""
+    """The shared columns of a pair task's examples with each of its two texts encoded on its own (a bi-encoder's
+    input): the text and `text_b` as the row's two segments; `truncated` is either's."""
     if not is_pair_task(task):
         raise ValueError(f"task '{task.name}' is not a pair task")
     text_columns(chunk, task, tokenizer, max_length)  # the same checks of each example's texts
-    first = _base_columns(_encode(tokenizer, [ex.text for ex in chunk], None, max_length, words=False))
-    second = _base_columns(_encode(tokenizer, [ex.text_b for ex in chunk], None, max_length, words=False))
-    columns = {key: first[key] for key in first if key not in ("length", "truncated")}
-    columns.update({key + SECOND_TEXT: second[key] for key in columns})
-    columns["length"] = [a + b for a, b in zip(first["length"], second["length"])]
-    columns["truncated"] = [a or b for a, b in zip(first["truncated"], second["truncated"])]
+    encoded = _encode(tokenizer, [text for ex in chunk for text in (ex.text, ex.text_b)], None, max_length,
+                      words=False)
+    columns = _joined(encoded, [[2 * i, 2 * i + 1] for i in range(len(chunk))])
+    columns["truncated"] = [bool(encoded.encodings[2 * i].overflowing or encoded.encodings[2 * i + 1].overflowing)
+                            for i in range(len(chunk))]
     return columns
-
-
-def separate_text_features(tokenizer: Any) -> dict[str, Any]:
-    """The `datasets` features of `separate_text_columns`' second-text columns."""
-    from datasets import List, Value
-
-    spec: dict[str, Any] = {"input_ids_b": List(Value("int32")), "attention_mask_b": List(Value("int8"))}
-    if "token_type_ids" in tokenizer.model_input_names:
-        spec["token_type_ids_b"] = List(Value("int8"))
-    return spec
 
 
 def segment_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int,
                     field: str = "segments") -> dict[str, list[Any]]:
-    """The shared columns of examples that hold a text and a list of segments (the input field `field`: a question's
-    candidate answers): each (text, segment) pair encoded as a pair, an example's pairs end to end in its row, all
-    but the last padded to `max_length`, and a `window` column giving that width, the row layout of
-    `sliding_window` (the model encodes each pair on its own; `mtbio.model.windows.pool_segments` pools each).
-    `length` counts the row's tokens, `truncated` is any pair's."""
+    """The shared columns of examples that hold a text and a list of texts (the input field `field`: a question's
+    candidate answers): each (text, item) pair encoded as a pair and kept as one of the row's segments (the model
+    encodes each on its own; `mtbio.model.windows.pool_segments` pools each). `truncated` is any pair's."""
     if task.sliding_window is not None:
         raise MtbioError(f"task '{task.name}': sliding_window cuts single texts, and this task's rows hold segments")
     for ex in chunk:
@@ -287,31 +274,18 @@ def segment_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max
     counts = [len(ex.inputs[field]) for ex in chunk]
     encoded = _encode(tokenizer, [ex.text for ex, n in zip(chunk, counts) for _ in range(n)],
                       [segment for ex in chunk for segment in ex.inputs[field]], max_length, words=False)
-    pads = {"input_ids": tokenizer.pad_token_id or 0, "attention_mask": 0, "token_type_ids": 0}
-    names = [name for name in pads if name in encoded]
-    columns: dict[str, list[Any]] = {name: [] for name in names}
-    columns["truncated"] = []
-    start = 0
-    for count in counts:
-        pairs = range(start, start + count)
-        for name in names:
-            joined: list[int] = []
-            for row in pairs:
-                values = encoded[name][row]
-                joined.extend(values if row == pairs[-1] else values + [pads[name]] * (max_length - len(values)))
-            columns[name].append(joined)
-        columns["truncated"].append(any(encoded.encodings[row].overflowing for row in pairs))
-        start += count
-    columns["length"] = [len(ids) for ids in columns["input_ids"]]
-    columns["window"] = [max_length] * len(chunk)
+    starts = np.cumsum([0] + counts).tolist()
+    rows = [list(range(start, start + count)) for start, count in zip(starts, counts)]
+    columns = _joined(encoded, rows)
+    columns["truncated"] = [any(encoded.encodings[row].overflowing for row in mine) for mine in rows]
     return columns
 
 
 def segment_features() -> dict[str, Any]:
-    """The `datasets` features of `segment_columns`' own column (`window`)."""
-    from datasets import Value
+    """The `datasets` features of the segments' own column (SEGMENT_LENGTHS)."""
+    from datasets import List, Value
 
-    return {"window": Value("int32")}
+    return {SEGMENT_LENGTHS: List(Value("int32"))}
 
 
 def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
@@ -332,12 +306,12 @@ def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
     if stride is None:
         columns, rows = _base_columns(encoded), [[i] for i in range(len(chunk))]
     else:
-        columns, rows = _window_columns(encoded, len(chunk), task, tokenizer, max_length)
+        columns, rows = _window_columns(encoded, len(chunk), task)
     labels, word_index = [], []
     for i, ex in enumerate(chunk):
         tags = None if ex.label is None else [lookup(index, t, ex, task) for t in ex.label]  # type: ignore[union-attr]
         row_index, row_labels, seen = [], [], -1  # a word is tagged from the first window holding its first sub-word
-        for n, row in enumerate(rows[i]):
+        for row in rows[i]:
             previous, ids = None, encoded.word_ids(row)
             for word in ids:
                 if word is None or word == previous or word <= seen:
@@ -347,9 +321,6 @@ def word_columns(chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_le
                     row_index.append(word)
                     row_labels.append(IGNORE_INDEX if tags is None else tags[word])
                 previous = word
-            if n < len(rows[i]) - 1:  # the window's padding
-                row_index.extend([-1] * (max_length - len(ids)))
-                row_labels.extend([IGNORE_INDEX] * (max_length - len(ids)))
             seen = max([seen] + [w for w in ids if w is not None])
         word_index.append(row_index)
         labels.append(row_labels)

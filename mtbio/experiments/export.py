@@ -28,6 +28,9 @@ from typing import Any
 
 import torch
 
+from mtbio.data.collate import to_device
+from mtbio.data.example import Example
+from mtbio.data.pipeline import featurize_raw
 from mtbio.errors import MtbioError
 from mtbio.experiments.predict import load_run
 from mtbio.fileio import save_pretrained, staged_output, write_text
@@ -148,10 +151,11 @@ def _save_sentence_transformer(run: Any, task: str, output: Path) -> None:
     for first, second in [_sample_inputs(run.tasks[task])[0], ("Aspirin", "Acetylsalicylic acid")]:
         a, b = exported.encode([first, second], convert_to_tensor=True).float()
         theirs = torch.nn.functional.cosine_similarity(a, b, dim=0)
-        encoded = {k: v.to(device) for k, v in run.tokenizer([first], return_tensors="pt").items()}
-        encoded_b = {k + "_b": v.to(device) for k, v in run.tokenizer([second], return_tensors="pt").items()}
+        pair = featurize_raw(run.tasks[task], [Example("check", None, text=first, text_b=second)], run.tokenizer)
+        batch = to_device(pair.batch([0], int(run.tokenizer.pad_token_id or 0)), device)
+        batch.pop("labels", None)
         with torch.no_grad():
-            ours = run.model(task, **encoded, **encoded_b).logits.float().cpu()[0]
+            ours = run.model(task, **batch).logits.float().cpu()[0]
         if abs(float(ours) - float(theirs)) > 1e-4:
             raise MtbioError(f"task '{task}': the exported model's cosine differs from the run's "
                              f"({float(theirs):.6f} vs {float(ours):.6f}); nothing to rely on was written")

@@ -59,14 +59,12 @@ class LoadedRun:
         return featurize_raw(definition, raw_inputs_to_examples(definition, texts), self.tokenizer)
 
     def _predict_tasks(self, tasks: list[str], texts: Sequence[str | Sequence[str]], scores: bool) -> list[Any]:
-        """Every task's prediction per input: tasks grouped by identical encoder inputs (and no second text of their
-        own), one encoder pass per group (tasks with LoRA adapters: PEFT's mixed-adapter batches)."""
+        """Every task's prediction per input: tasks grouped by identical encoder inputs, one encoder pass per group
+        (tasks with LoRA adapters: PEFT's mixed-adapter batches)."""
         datas = {task: self._featurize(task, texts) for task in tasks}
-        shareable = {t: not self.model.heads[t].extra_texts for t in tasks}
         groups: list[list[str]] = []
         for task in tasks:
-            group = next((g for g in groups if shareable[task] and shareable[g[0]]
-                          and same_encoder_inputs(datas[g[0]], datas[task])), None)
+            group = next((g for g in groups if same_encoder_inputs(datas[g[0]], datas[task])), None)
             if group is None:
                 groups.append([task])
             else:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mtbio.data.example import Example
-from mtbio.data.featurize import separate_text_columns, separate_text_features
+from mtbio.data.featurize import segment_features, separate_text_columns
 from mtbio.data.readers import is_pair_task
 from mtbio.kinds.regression import mean_label, number_label, number_labels
 from mtbio.model.probes import NumberProbe
@@ -61,7 +61,7 @@ class SeparatePair(TaskKind):
     def features(self, tokenizer: Any) -> dict[str, Any]:
         from datasets import Value
 
-        return {"labels": Value(self.label_type), **separate_text_features(tokenizer)}
+        return {"labels": Value(self.label_type), **segment_features()}
 
     def featurize(self, chunk: Sequence[Example], task: TaskDef, tokenizer: Any, max_length: int) -> dict[str, list[Any]]:
         columns = separate_text_columns(chunk, task, tokenizer, max_length)

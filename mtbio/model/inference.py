@@ -8,11 +8,11 @@ import torch
 from tqdm import tqdm
 
 from mtbio.data.collate import pad_multiple_for, to_device
+from mtbio.data.featurize import SEGMENT_LENGTHS
 from mtbio.data.pipeline import SplitData
 from mtbio.errors import MtbioError
 from mtbio.logs import bars_enabled
 from mtbio.model.multitask import MultiTaskModel
-from mtbio.model.windows import WINDOW
 
 PROGRESS_MIN_EXAMPLES = 1000  # smaller splits finish before a bar would tell anything
 INFERENCE_PRECISIONS = ("auto", "no", "bf16")
@@ -93,7 +93,7 @@ def _decoded(head: Any, logits: torch.Tensor, batch: dict[str, Any], with_scores
 
 def same_encoder_inputs(a: SplitData, b: SplitData) -> bool:
     """Whether two featurized splits give the encoder the same inputs, example by example."""
-    return len(a) == len(b) and all(a.columns.get(c) == b.columns.get(c) for c in ("input_ids", "token_type_ids", WINDOW))
+    return len(a) == len(b) and all(a.columns.get(c) == b.columns.get(c) for c in ("input_ids", "token_type_ids", SEGMENT_LENGTHS))
 
 
 @torch.no_grad()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import torch
 from torch import nn
@@ -14,7 +14,7 @@ from mtbio.model.heads import Head
 from mtbio.model.packing import attention_bias
 from mtbio.model.poolings import POOLINGS
 from mtbio.model.weighting import LossWeighting
-from mtbio.model.windows import WINDOW, encode_windows, window_owners
+from mtbio.model.windows import WINDOW, encode_windows
 from mtbio.model.weightings import build_weighting
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")  # position ids: packed rows only
@@ -57,8 +57,6 @@ class MultiTaskModel(nn.Module):
             self._active_adapter = task
         encoded = self._encode(batch)
         head = self.heads[task]
-        for suffix in head.extra_texts:  # texts the head reads encoded on their own (a bi-encoder's second)
-            batch["hidden" + suffix] = self._encode(batch, suffix).last_hidden_state
         logits = head(encoded.last_hidden_state, getattr(encoded, "pooler_output", None), batch)
         loss = self.weighting(task, head.loss(logits, labels) * head.config.loss_weight) if labels is not None else None
         return TaskOutput(logits=logits, loss=loss)
@@ -66,10 +64,8 @@ class MultiTaskModel(nn.Module):
     def forward_heads(self, batches: dict[str, dict[str, Any]]) -> dict[str, torch.Tensor]:
         """Each task's logits from ONE encoder pass: `batches` maps task → its batch, every one with the same encoder
         inputs (the first is encoded). Tasks with a LoRA adapter of their own each get a copy of the rows that runs
-        through their adapter, in the same pass (PEFT's mixed-adapter batches). Not for heads that read second texts."""
+        through their adapter, in the same pass (PEFT's mixed-adapter batches)."""
         tasks = list(batches)
-        if any(self.heads[t].extra_texts for t in tasks):
-            raise MtbioError(f"tasks {', '.join(tasks)}: a second text encoded on its own needs a pass of its own")
         variants = list(dict.fromkeys(t if t in self.adapters else NO_ADAPTER for t in tasks))
         first = batches[tasks[0]]
         if variants == [NO_ADAPTER]:
@@ -79,11 +75,12 @@ class MultiTaskModel(nn.Module):
         rows = len(first["input_ids"])
         stacked = {k: first[k].repeat(len(variants), *[1] * (first[k].ndim - 1)) for k in self._encoder_inputs if k in first}
         names = [v for v in variants for _ in range(rows)]
-        if WINDOW in first:  # rows of windows, encoded window by window as in `forward`: an adapter name per window
+        if WINDOW in first:  # rows of segments, encoded as in `forward`: each segment its row's adapter
             stacked[WINDOW] = first[WINDOW].repeat(len(variants))
-            names = [names[row] for row in window_owners(stacked["attention_mask"], int(first[WINDOW][0]))]
-        with mixed_adapters(self.encoder, names):
-            encoded = self._encode(stacked)
+            encoded = self._encode(stacked, lambda owners: mixed_adapters(self.encoder, [names[r] for r in owners]))
+        else:
+            with mixed_adapters(self.encoder, names):
+                encoded = self._encode(stacked)
         pooled = getattr(encoded, "pooler_output", None)
         logits = {}
         for t in tasks:
@@ -93,12 +90,12 @@ class MultiTaskModel(nn.Module):
                                       batches[t])
         return logits
 
-    def _encode(self, batch: dict[str, Any], suffix: str = "") -> Any:
-        """The encoder's output for the batch's text columns ending in `suffix`."""
-        inputs = {k: batch[k + suffix] for k in self._encoder_inputs if k + suffix in batch}
-        window = batch.get(WINDOW) if not suffix else None
-        if window is not None:  # rows of windows (a task's sliding_window)
-            return encode_windows(self.encoder, inputs, int(window[0]))
+    def _encode(self, batch: dict[str, Any], around: Callable[[list[int]], ContextManager[Any]] | None = None) -> Any:
+        """The encoder's output for the batch's text columns (`around`: `encode_windows`' context per pass)."""
+        inputs = {k: batch[k] for k in self._encoder_inputs if k in batch}
+        window = batch.get(WINDOW)
+        if window is not None:  # rows of segments, each encoded on its own
+            return encode_windows(self.encoder, inputs, int(window[0]), around)
         mask = inputs.get("attention_mask")
         if mask is not None and mask.ndim == 4:  # packed rows (mtbio.data.packing)
             inputs["attention_mask"] = attention_bias(mask, self.encoder, self.encoder.get_input_embeddings().weight.dtype)

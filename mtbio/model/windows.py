@@ -1,14 +1,17 @@
-"""Rows that hold a long text's windows end to end (a task's `sliding_window`, `mtbio.data.featurize`): each window
-is encoded on its own, and a sentence-level head pools each window and combines the windows' vectors. Rows of an
-example's segments (`segment_columns`: a question paired with each candidate answer) take the same layout; a head
-reads them with `pool_segments`, one vector per segment."""
+"""Batches of segments (`mtbio.data.featurize`: a long text's windows, a question paired with each candidate answer,
+a bi-encoder's two texts), each laid out in a slot `window` tokens wide: each segment is encoded as a text of its
+own, a head reads one vector per segment with `pool_segments`, and a sentence-level head combines a text's windows'."""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable, ContextManager
 
 import torch
 
-WINDOW = "window"  # the batch column that gives the tokens of one window
+from mtbio.data.featurize import WINDOW
+from mtbio.model.poolings import POOLINGS
+
+__all__ = ["WINDOW", "encode_windows", "pool_segments", "pool_windows"]
 
 
 def _split(values: torch.Tensor, window: int) -> torch.Tensor:
@@ -19,38 +22,33 @@ def _split(values: torch.Tensor, window: int) -> torch.Tensor:
     return torch.cat([values, padding], 1).reshape(rows, windows, window, *values.shape[2:])
 
 
-def encode_windows(encoder: Any, inputs: dict[str, torch.Tensor], window: int) -> Any:
-    """The encoder's last hidden states of rows of windows, each window encoded as a text of its own (windows that
-    are all padding are not encoded; their states are zero); the same width as the rows."""
+def encode_windows(encoder: Any, inputs: dict[str, torch.Tensor], window: int,
+                   around: Callable[[list[int]], ContextManager[Any]] | None = None) -> Any:
+    """The encoder's last hidden states of rows of segments, each segment encoded as a text of its own, all of them
+    in one pass (segments that are all padding are not encoded; their states are zero); the same width as the rows.
+    `around(owners)`: a context for that pass, given the row of each segment it encodes (a LoRA adapter per row)."""
     from transformers.modeling_outputs import BaseModelOutput
 
     rows, width = inputs["input_ids"].shape
-    split = {name: _split(values, window).flatten(0, 1) for name, values in inputs.items()}
+    split = {name: _split(values, window).flatten(0, 1) for name, values in inputs.items()}  # [rows·segments, window]
     real = split["attention_mask"].bool().any(-1)
-    hidden = encoder(**{name: values[real] for name, values in split.items()}).last_hidden_state
+    owners = torch.arange(rows, device=real.device).repeat_interleave(len(real) // rows)[real].tolist()
+    with around(owners) if around is not None else contextlib.nullcontext():
+        hidden = encoder(**{name: values[real] for name, values in split.items()}).last_hidden_state
     states = hidden.new_zeros(split["input_ids"].shape + (hidden.shape[-1],))
     states[real] = hidden
     return BaseModelOutput(last_hidden_state=states.reshape(rows, -1, hidden.shape[-1])[:, :width])
 
 
-def window_owners(mask: torch.Tensor, window: int) -> list[int]:
-    """The row of each window `encode_windows` encodes (those not all padding), in the order it encodes them."""
-    real = _split(mask, window).bool().any(-1)  # [rows, windows]
-    rows = torch.arange(real.shape[0]).repeat_interleave(real.shape[1])
-    return rows[real.flatten().cpu()].tolist()
-
-
 def pool_segments(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each window (or segment: `mtbio.data.featurize.segment_columns`) of each row pooled, its [CLS] or the mean of
-    its tokens, in float32: [rows, windows, hidden]; and which windows are real (not all padding): [rows, windows]."""
-    mask = _split(mask.to(hidden.device), window).float()  # [rows, windows, window]
-    states = _split(hidden.float(), window)  # [rows, windows, window, hidden]
-    if pooling == "cls":
-        pooled = states[:, :, 0]
-    else:
-        weights = mask.unsqueeze(-1)
-        pooled = (states * weights).sum(2) / weights.sum(2).clamp(min=1.0)
-    return pooled, mask.bool().any(-1)
+    """Each segment (a window, a candidate, a pair's text) of each row pooled by a registered pooling that reads no
+    pooler output (cls, mean, ...), in float32: [rows, segments, hidden]; and which segments are real (not all
+    padding): [rows, segments]."""
+    mask = _split(mask.to(hidden.device), window)  # [rows, segments, window]
+    states = _split(hidden.float(), window)  # [rows, segments, window, hidden]
+    rows, segments = mask.shape[:2]
+    pooled = POOLINGS.get(pooling).fn(states.flatten(0, 1), mask.flatten(0, 1), None)
+    return pooled.reshape(rows, segments, -1), mask.bool().any(-1)
 
 
 def pool_windows(hidden: torch.Tensor, mask: torch.Tensor, pooling: str, window: int, aggregate: str) -> torch.Tensor:

@@ -6,22 +6,27 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads import Head, HeadConfig, output_layer, pool
+from mtbio.model.heads import Head, HeadConfig, output_layer
+from mtbio.model.windows import WINDOW, pool_segments
+
+
+def pooled_pair(hidden: torch.Tensor, batch: dict[str, torch.Tensor] | None, pooling: str,
+                task: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each pair's two texts, the row's two segments (`mtbio.data.featurize.separate_text_columns`), pooled on their
+    own: two [rows, hidden] float32 tensors."""
+    if batch is None or WINDOW not in batch:
+        raise ValueError(f"task '{task}': the batch does not hold each text of its pairs as a segment of its own")
+    pooled, _ = pool_segments(hidden, batch["attention_mask"], pooling, int(batch[WINDOW][0]))
+    return pooled[:, 0], pooled[:, 1]
 
 
 def separate_cosine(hidden: torch.Tensor, batch: dict[str, torch.Tensor] | None, pooling: str, task: str) -> torch.Tensor:
     """The cosine of each pair's two texts, each encoded on its own and pooled (float32, one per row)."""
-    if batch is None or "hidden_b" not in batch:
-        raise ValueError(f"task '{task}': the batch has no second text encoded on its own")
-    first = pool(hidden, batch["attention_mask"], pooling).float()
-    second = pool(batch["hidden_b"], batch["attention_mask_b"], pooling).float()
-    return nn.functional.cosine_similarity(first, second, dim=-1)
+    return nn.functional.cosine_similarity(*pooled_pair(hidden, batch, pooling, task), dim=-1)
 
 
 class CosineHead(Head):
     """cos(pool(text), pool(text_b)), each text encoded on its own; no weights."""
-
-    extra_texts = ("_b",)
 
     def __init__(self, config: HeadConfig, label_range: tuple[float, float], pooling: str):
         super().__init__(config)
@@ -42,8 +47,6 @@ class CosineHead(Head):
 class CosineFeatureHead(Head):
     """What a head on the one feature cos(pool(text), pool(text_b)) shares: a linear layer from it to the outputs,
     no dropout; listed before the head it specializes (`class H(CosineFeatureHead, ClassificationHead)`)."""
-
-    extra_texts = ("_b",)
 
     def __init__(self, config: HeadConfig, pooling: str):
         super().__init__(config)

@@ -6,14 +6,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from mtbio.model.heads import Head, HeadConfig, pool
+from mtbio.kinds.heads.bi_encoder import pooled_pair
+from mtbio.model.heads import Head, HeadConfig
 
 
 class ContrastivePairHead(Head):
     """Every first text's cosine with every second text of the batch; multiple-negatives ranking over the positive
     pairs; no weights."""
-
-    extra_texts = ("_b",)
 
     def __init__(self, config: HeadConfig, scale: float, pooling: str):
         super().__init__(config)
@@ -23,10 +22,7 @@ class ContrastivePairHead(Head):
     def forward(self, hidden: torch.Tensor, pooled: torch.Tensor | None = None,
                 batch: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """[rows, rows] float32 cosines: row i's first text against row j's second (the diagonal: each pair's own)."""
-        if batch is None or "hidden_b" not in batch:
-            raise ValueError(f"task '{self.config.task}': the batch has no second text encoded on its own")
-        first = pool(hidden, batch["attention_mask"], self.pooling).float()
-        second = pool(batch["hidden_b"], batch["attention_mask_b"], self.pooling).float()
+        first, second = pooled_pair(hidden, batch, self.pooling, self.config.task)
         return nn.functional.normalize(first, dim=-1) @ nn.functional.normalize(second, dim=-1).T
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

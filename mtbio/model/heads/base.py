@@ -74,10 +74,6 @@ class Head(nn.Module):
     # True for heads whose output and loss are per token, so that their training batches can run
     # as packed rows (mtbio.data.packing); heads that pool one position per example are not
     packable: bool = False
-    # suffixes of further texts the model encodes on their own before calling the head (their columns
-    # `input_ids<suffix>`, `attention_mask<suffix>`, …); each one's last hidden states reach `forward` as
-    # `batch["hidden<suffix>"]` (a bi-encoder reads its second text as "_b")
-    extra_texts: tuple[str, ...] = ()
 
     def __init__(self, config: HeadConfig):
         super().__init__()
