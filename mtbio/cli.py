@@ -53,16 +53,25 @@ class _Group(click.Group):
             _end_process_group()
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """A command of mtbio's own, else the command of a study a plugin registered with a `run`."""
+        """A command of mtbio's own, else the command of a registered study with a `run` (shipped or a plugin's)."""
         found = super().get_command(ctx, cmd_name)
         if found is not None or ctx.resilient_parsing:
             return found
-        from mtbio.registry import load_plugins
-        from mtbio.reporting.studies import STUDIES
+        runnable = _runnable_studies(ctx)
+        return _study_command(runnable[cmd_name]) if cmd_name in runnable else None
 
-        load_plugins(ctx.params.get("include_package", ()))  # the group's callback, which loads them too, runs later
-        study = STUDIES.get(cmd_name) if cmd_name in STUDIES else None  # the shipped studies' commands are above
-        return None if study is None or study.run is None else _study_command(study)
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """mtbio's own commands and the registered studies', by name."""
+        return sorted({*super().list_commands(ctx), *_runnable_studies(ctx)})
+
+
+def _runnable_studies(ctx: click.Context) -> dict[str, Any]:
+    """The registered studies that are commands (those with a `run`), plugins' included, by name."""
+    from mtbio.registry import load_plugins
+    from mtbio.reporting.studies import studies
+
+    load_plugins(ctx.params.get("include_package", ()))  # the group's callback, which loads them too, runs later
+    return {study.name: study for study in studies() if study.run is not None}
 
 
 def _end_process_group() -> None:
@@ -336,13 +345,14 @@ class _IntOrWord(click.ParamType):
 
 
 def config_options(*groups: str) -> Any:
-    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields and shorthands in `groups` (and
-    --config with 'training')."""
+    """Decorate a command with the options of the `RunConfig` and `StudyConfig` fields and shorthands in `groups` (a
+    group's name, or one field's) and --config with 'training'."""
     from mtbio.experiments.study_config import StudyConfig
 
-    options = [_option_from_field(name, field) for name, field in {**StudyConfig.model_fields,
-                                                                     **StudyConfig.shorthands}.items()
-               if (field.json_schema_extra or {}).get("group") in groups]
+    fields = {**StudyConfig.model_fields, **StudyConfig.shorthands}
+    named = set(groups) - {(field.json_schema_extra or {}).get("group") for field in fields.values()}  # one field's
+    options = [_option_from_field(name, field) for name, field in fields.items()
+               if (field.json_schema_extra or {}).get("group") in groups or name in named]
     if "training" in groups:
         options.insert(0, click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
                                        help="YAML file of option values (same names as the flags; flags win)."))
@@ -500,65 +510,24 @@ def demo(output: str, encoder: str | None, epochs: int | None) -> None:
                f"`mtbio predict {output}/finetune/demo-ner --task demo-ner --input FILE`")
 
 
-# ---- sweeps: task relations (pairwise MTL, STILT) ------------------------------------------------
-sweep_options = config_options("seeds", "sweep", "training")
-
-
-def _run_sweep(run: Any, values: dict[str, Any], show: Any = None) -> None:
-    """Run a sweep command and print its summary (`show(sweep_dir, result)`; default: its relation tables)."""
-    from mtbio.training.trainer import StopRequested
-
-    try:
-        sweep_dir, result = run(_run_config(values, study=True), echo=click.echo)
-    except StopRequested:
-        raise MtbioError("stopped by a signal; run the same command again to finish the sweep") from None
-    from accelerate import PartialState
-
-    if result is not None and PartialState().is_main_process:  # several processes: print once
-        from mtbio.reporting.relations import report_relations
-
-        click.echo("\n" + (show(sweep_dir, result) if show else report_relations(sweep_dir, only=result["kind"])))
-
-
+# ---- studies: each registered study with a stage is a command (`mtbio.reporting.studies`) -------------
 def _study_command(study: Any) -> click.Command:
-    """`mtbio <study>`: the options of the study's groups; runs its stage and prints its summary."""
+    """`mtbio <study>`: the options of the study's groups; runs its stage and prints its summary (`show`, else its
+    `format`) once, from the main process."""
     def run(**values: Any) -> None:
-        show = study.show or (lambda _, result: study.format(result) if study.format else "")
-        _run_sweep(study.run, values, show)
+        from accelerate import PartialState
+
+        from mtbio.training.trainer import StopRequested
+
+        try:
+            directory, result = study.run(_run_config(values, study=True), echo=click.echo)
+        except StopRequested:
+            raise MtbioError("stopped by a signal; run the same command again (its finished cells are kept)") from None
+        if result is not None and PartialState().is_main_process:  # several processes: print once
+            text = study.show(directory, result) if study.show else study.format(result) if study.format else ""
+            click.echo("\n" + text)
 
     return click.command(study.name, help=study.help)(config_options(*study.options)(run))
-
-
-@main.command()
-@config_options("prune")
-@sweep_options
-def pairwise(**values: Any) -> None:
-    """Pairwise MTL: single-task baselines and every two-task run; which task helps which."""
-    from mtbio.experiments.pairwise import pairwise as run_pairwise
-
-    _run_sweep(run_pairwise, values)
-
-
-@main.command()
-@config_options("stilt")
-@sweep_options
-def stilt(**values: Any) -> None:
-    """STILT: train on an intermediate task, then on the target; compare with the target's baseline."""
-    from mtbio.experiments.stilt import stilt as run_stilt
-
-    _run_sweep(run_stilt, values)
-
-
-@main.command()
-@config_options("transfer")
-@sweep_options
-def transfer(**values: Any) -> None:
-    """Fine-tune targets at several training sizes from the plain encoder and from encoders refined on other
-    tasks (--refine-on, repeatable); does refinement help tasks it never saw?"""
-    from mtbio.experiments.transfer import transfer as run_transfer
-    from mtbio.reporting.transfer import format_transfer
-
-    _run_sweep(run_transfer, values, lambda _, result: format_transfer(result))
 
 
 @main.group("sweep")
@@ -599,52 +568,6 @@ def sweep_pack(study_dir: str, remove: bool) -> None:
     click.echo(f"written: {path} ({len(packed_cells(study_dir))} cells)")
     if remove:
         click.echo(f"removed {len(remove_packed(study_dir))} cell directories")
-
-
-@main.command()
-@config_options("affinity", "seeds", "training")
-def affinity(**values: Any) -> None:
-    """Predict which task helps which with a transfer predictor (--predictor): lookahead affinity or gradient
-    cosine from one joint run per seed, or size_ratio, text_similarity, fisher without one."""
-    from accelerate import PartialState
-
-    from mtbio.experiments.affinity import affinity as run_affinity
-    from mtbio.reporting.affinity import report_affinity
-    from mtbio.training.trainer import StopRequested
-
-    try:
-        directory, _ = run_affinity(_run_config(values, study=True), echo=click.echo)
-    except StopRequested:
-        raise MtbioError("stopped by a signal; run the same command again (finished seeds are kept)") from None
-    if PartialState().is_main_process:
-        click.echo("\n" + report_affinity(directory))
-
-
-def _field_option(name: str) -> Any:
-    """The option of one `StudyConfig` field or shorthand outside the command's groups."""
-    from mtbio.experiments.study_config import StudyConfig
-
-    return _option_from_field(name, {**StudyConfig.model_fields, **StudyConfig.shorthands}[name])
-
-
-@main.command()
-@_field_option("target")
-@config_options("select", "affinity", "seeds", "sweep", "training")
-def select(**values: Any) -> None:
-    """Choose a target's partners: rank the candidates with a transfer predictor, verify the top K as pairs,
-    then compare the target trained with the selected partners, alone and with every candidate."""
-    from accelerate import PartialState
-
-    from mtbio.experiments.select import select as run_select
-    from mtbio.reporting.selection import selection_markdown
-    from mtbio.training.trainer import StopRequested
-
-    try:
-        _, result = run_select(_run_config(values, study=True), echo=click.echo)
-    except StopRequested:
-        raise MtbioError("stopped by a signal; run the same command again (finished runs are kept)") from None
-    if result is not None and PartialState().is_main_process:
-        click.echo("\n" + selection_markdown(result))
 
 
 @main.command()

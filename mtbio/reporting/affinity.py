@@ -20,8 +20,6 @@ import numpy as np
 
 from mtbio.errors import MtbioError
 from mtbio.fileio import write_json, write_text
-from mtbio.reporting.plots import plot_prediction_scatter, plot_relation_graph, plot_score_matrix
-from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
 from mtbio.reporting.relations import PAIRWISE, relations_dot, write_graphml, write_matrix_csv
 from mtbio.reporting.verdicts import judge, summary
 from mtbio.run_dir import SweepDir, register_study
@@ -123,6 +121,8 @@ def predicted_graph(affinity: dict[str, Any], predictor: str) -> dict[str, Any]:
 def write_affinity(directory: Path, affinity: dict[str, Any]) -> list[Path]:
     """affinity.json; per predictor <name>_matrix.csv/.png (lookahead's is affinity_matrix); after a
     joint run, the default predictor's graph as affinity.dot, .graphml and .png. Returns the paths."""
+    from mtbio.reporting.plots import plot_relation_graph, plot_score_matrix
+
     paths = [SweepDir(directory).summary_file(AFFINITY)]
     write_json(paths[0], affinity)
     for predictor, entry in affinity["predictors"].items():
@@ -244,6 +244,8 @@ def seed_agreement(edges: list[dict[str, Any]], value: Any) -> float | None:
 def compare_prediction(relations: dict[str, Any], affinity: dict[str, Any],
                        rounds: int = BOOTSTRAP) -> dict[str, Any]:
     """Each predictor's scores against the measured mean Δ over the ordered pairs both hold."""
+    from mtbio.reporting.prediction_quality import within_target_ceiling, within_target_summary
+
     measured = {(e["source"], e["target"]): float(e["delta"]) for e in relations["edges"]}
     tasks = [n["task"] for n in relations["nodes"]]
     per_seed = {(e["source"], e["target"]): {s: float(v["delta"]) for s, v in e.get("per_seed", {}).items()}
@@ -309,6 +311,8 @@ def affinity_compute(affinity: dict[str, Any]) -> dict[str, Any]:
 
 def report_comparison(pairwise_dir: Path | str, affinity_dir: Path | str) -> str:
     """The comparison as text; also writes comparison.json and comparison.png into `affinity_dir`."""
+    from mtbio.reporting.plots import plot_prediction_scatter
+
     pairwise_dir, affinity_dir = Path(pairwise_dir), Path(affinity_dir)
     relations = read_json(pairwise_dir, PAIRWISE.summary)
     affinity = read_json(affinity_dir, AFFINITY.summary)

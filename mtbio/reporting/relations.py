@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mtbio.fileio import open_for_write, write_json, write_text
-from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph, plot_stilt_matrix
 from mtbio.evaluation.trivial import near_trivial, trivial_relation
 from mtbio.reporting.verdicts import (UNDECIDED, Rule, Scores, colour, compare, correct, direction, helps, summary,
                                       verdict_text)
@@ -147,6 +146,8 @@ def gain_matrix(relations: dict[str, Any]) -> tuple[list[str], list[list[float |
 
 def write_relations(sweep_dir: Path, relations: dict[str, Any]) -> list[Path]:
     """relations.json, .dot, .graphml, gain_matrix.csv and the two PNGs; returns the paths."""
+    from mtbio.reporting.plots import plot_gain_matrix, plot_relation_graph
+
     paths = [sweep_dir / n for n in (PAIRWISE.summary, "relations.dot", "relations.graphml", "gain_matrix.csv",
                                      "relations.png", "gain_matrix.png")]
     write_json(paths[0], relations)
@@ -243,6 +244,8 @@ def stilt_matrix(stilt: dict[str, Any]) -> tuple[list[str], list[str], list[list
 
 def write_stilt(sweep_dir: Path, stilt: dict[str, Any]) -> list[Path]:
     """stilt.json, stilt_matrix.csv and stilt_matrix.png; returns the paths."""
+    from mtbio.reporting.plots import plot_stilt_matrix
+
     paths = [sweep_dir / n for n in (STILT.summary, "stilt_matrix.csv", "stilt_matrix.png")]
     write_json(paths[0], stilt)
     rows, columns, matrix = stilt_matrix(stilt)

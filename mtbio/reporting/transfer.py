@@ -20,7 +20,6 @@ from typing import Any, Mapping
 from mtbio.evaluation.metrics import metric_sign
 from mtbio.evaluation.trivial import near_trivial, trivial_relation
 from mtbio.fileio import write_json
-from mtbio.reporting.plots import plot_transfer_curves
 from mtbio.reporting.verdicts import Rule, Scores, compare, correct, summary, t_interval, verdict_text
 from mtbio.run_dir import register_study
 
@@ -112,6 +111,8 @@ def _below(mean: float, row: dict[str, Any], baselines: Mapping[str, float]) -> 
 
 def write_transfer(sweep_dir: Path, table: dict[str, Any]) -> list[Path]:
     """transfer.json and transfer.png (score against training size, a line per starting encoder)."""
+    from mtbio.reporting.plots import plot_transfer_curves
+
     paths = [sweep_dir / TRANSFER.summary, sweep_dir / "transfer.png"]
     write_json(paths[0], table)
     plot_transfer_curves(table, paths[1])
