@@ -5,6 +5,8 @@ zero-shot cosine), the plain encoder's mean ± sd and every refined start's mean
 and verdict (the secondary family: every point of every start, corrected together, as transfer.json judged them).
 Then the declared primary comparison: per start, the per-seed mean over the points of (start − plain), every
 start against plain, corrected over the starts alone; withheld until every start has every point on a seed.
+Beside it, a sensitivity check (not the declared comparison): each start's mean over the points whose cells all ran
+from its committed encoder, where `starts/rerefined.json` lists cells run from a refine redone with another hash.
 Last, whether a start qualifies as the checkpoint (primary judged higher, no point judged lower, the pair target's
 zero-shot cosine within 2 points of plain's). Scores ×100. Before the sweep has written transfer.json (cells still
 to run), an interim table of the landed cells alone: per point and start, the seeds landed, mean ± sd and the mean
@@ -57,16 +59,21 @@ def point_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def primary(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
+def primary(result: dict[str, Any], rule: Rule = Rule(),
+            leave_out: dict[str, set[str]] | None = None) -> dict[str, Any]:
     """Per start: the per-seed mean over every (target, size) point of the signed Δ against plain, judged against
-    plain with the correction over the starts; a start missing a point on a seed has no value on that seed."""
+    plain with the correction over the starts; a start missing a point on a seed has no value on that seed.
+    `leave_out`: per start, the points ("target@n") left out of its mean (then `points` is per start)."""
     starts = list(result["refinement_sets"])
     points = [(row, point) for row in result["targets"] for point in row["points"]]
-    expected = len(points)
     family: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
     for start in starts:
+        dropped = (leave_out or {}).get(start, set())
+        kept = [(row, point) for row, point in points if f"{row['target']}@{point['examples']}" not in dropped]
+        expected = counts[start] = len(kept)
         per_seed: dict[str, list[float]] = {}
-        for row, point in points:
+        for row, point in kept:
             cell = point["from"].get(start)
             for seed, found in (cell or {}).get("per_seed", {}).items():
                 per_seed.setdefault(seed, []).append(found["delta"])  # already signed by the metric's direction
@@ -77,7 +84,18 @@ def primary(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
             family[start] = {"withheld": f"{len(complete)} seed(s) with all {expected} points", "n_seeds": 0,
                              "p_value": None, "delta": None}
     correct(family, rule)
-    return {"points": expected, "starts": family}
+    return {"points": len(points) if leave_out is None else counts, "starts": family}
+
+
+def rerefined_points(sweep: Path) -> dict[str, set[str]]:
+    """Per start, the points ("target@n") with a cell run from a refine whose encoder hash differs from the start's
+    committed one (`starts/rerefined.json`): left out of the sensitivity check of the primary comparison."""
+    path = sweep / "starts" / "rerefined.json"
+    if not path.is_file():
+        return {}
+    found = json.loads(path.read_text())["starts"]
+    return {start: {"@".join(cell.split("/")[:2]).replace("@n-", "@") for cell in info["cells"]}
+            for start, info in found.items() if info["cells"]}
 
 
 def pair_cosines(result: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -116,15 +134,27 @@ def checkpoint(result: dict[str, Any], judged: dict[str, Any]) -> dict[str, str]
     return out
 
 
-def render(result: dict[str, Any]) -> str:
+def _judged_lines(judged: dict[str, Any]) -> list[str]:
+    lines = []
+    for start, cell in judged["starts"].items():
+        count = judged["points"] if isinstance(judged["points"], int) else judged["points"][start]
+        if cell.get("withheld"):
+            lines.append(f"- {start} ({count} points): {verdict_text(cell)}")
+        else:
+            lines.append(f"- {start} ({count} points): Δ {100 * cell['delta']:+.2f} {_interval(cell)}, "
+                         f"{verdict_text(cell)}")
+    return lines
+
+
+def render(result: dict[str, Any], leave_out: dict[str, set[str]] | None = None) -> str:
     judged = primary(result)
     lines = [point_table(result), "", f"Primary: mean over the {judged['points']} points of (start − plain), paired by "
-             "seed, corrected over the starts:", ""]
-    for start, cell in judged["starts"].items():
-        if cell.get("withheld"):
-            lines.append(f"- {start}: {verdict_text(cell)}")
-        else:
-            lines.append(f"- {start}: Δ {100 * cell['delta']:+.2f} {_interval(cell)}, {verdict_text(cell)}")
+             "seed, corrected over the starts:", "", *_judged_lines(judged)]
+    if leave_out:
+        lines += ["", "Sensitivity (not the declared comparison): the same, each start's mean over the points whose "
+                  "cells all ran from its committed encoder (" + "; ".join(
+                      f"{start} leaves out {', '.join(sorted(points))}" for start, points in leave_out.items()) + "):",
+                  "", *_judged_lines(primary(result, leave_out=leave_out))]
     cosines = pair_cosines(result)
     if cosines:
         lines += ["", f"{PAIR_TARGET} zero-shot cosine (×100) by start and training size: " + "; ".join(
@@ -170,7 +200,7 @@ def interim(sweep: Path) -> str:
 def main() -> None:
     sweep = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "embed_study"
     summary = sweep / "transfer.json"
-    print(render(json.loads(summary.read_text())) if summary.is_file() else interim(sweep))
+    print(render(json.loads(summary.read_text()), rerefined_points(sweep)) if summary.is_file() else interim(sweep))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,27 @@ def test_checkpoint_needs_the_pair_cosine_kept():
     assert "mqp zero-shot cosine (×100) by start and training size: plain 75.0 at 100; good 74.0 at 100" in text
 
 
+def test_the_sensitivity_check_leaves_a_starts_rerefined_points_out(tmp_path: Path):
+    """A start whose ncbi-disease cells ran from a re-refine is judged on mqp alone in the sensitivity check; the
+    other start keeps both points; the declared primary is unchanged."""
+    import json
+
+    table = _table_module()
+    sweep = _sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.75)
+    sweep["targets"][1]["points"][0]["from"]["good"]["per_seed"] = {
+        seed: {**cell, "delta": -0.5} for seed, cell in sweep["targets"][1]["points"][0]["from"]["good"]["per_seed"].items()}
+    (tmp_path / "starts").mkdir()
+    (tmp_path / "starts" / "rerefined.json").write_text(json.dumps({"starts": {
+        "good": {"sha256": "x", "cells": ["ncbi-disease/n-100/seed-42"]}, "same": {"sha256": "y", "cells": []}}}))
+    leave_out = table.rerefined_points(tmp_path)
+    assert leave_out == {"good": {"ncbi-disease@100"}}
+    judged = table.primary(sweep, leave_out=leave_out)
+    assert judged["points"] == {"good": 1, "same": 2}
+    assert abs(judged["starts"]["good"]["delta"] - 0.11) < 1e-9  # mqp alone: 0.10, 0.11, 0.12
+    assert abs(table.primary(sweep)["starts"]["good"]["delta"] - (0.11 - 0.5) / 2) < 1e-9
+    assert "good leaves out ncbi-disease@100" in table.render(sweep, leave_out)
+
+
 def test_primary_withheld_until_every_point_is_in():
     table = _table_module()
     sweep = _sweep({42: 0.10, 43: 0.11, 44: 0.12}, cosine=0.75)
