@@ -495,7 +495,7 @@ def predict(run_dir: str, task: str | None, tasks: str | None, input_path: str, 
 @main.command()
 @click.option("--output", default="runs/demo", show_default=True, type=click.Path(file_okay=False))
 @click.option("--encoder", help="HF model name or local directory (default: the packaged MiniLM-L6).")
-@click.option("--epochs", type=int, help="Refinement epochs (default 3).")
+@click.option("--epochs", type=int, help="Refinement epochs (default 2).")
 def demo(output: str, encoder: str | None, epochs: int | None) -> None:
     """Refine + fine-tune on the samples shipped in the package and print the result table."""
     from pathlib import Path

@@ -34,7 +34,7 @@ SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
 
 def demo_config(**overrides: Any) -> RunConfig:
     values: dict[str, Any] = dict(domain="demo", task_defs=[str(SAMPLE_DIR / "task_defs")], data_dir=str(SAMPLE_DIR),
-                                  epochs=3, batch_size=8, lr=3e-4, max_length=48, seed=13,
+                                  epochs=2, batch_size=8, lr=3e-4, max_length=48, seed=13,
                                   # the small-data recipe's settings, but its epochs (no step floor) to stay short
                                   min_steps=1, lp_ft=True, thresholds="fit", pair_form="auto")
     values.update({k: v for k, v in overrides.items() if v is not None})
